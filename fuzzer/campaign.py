@@ -1,0 +1,227 @@
+"""A fuzzing campaign: draw cases, run both modes, classify, bucket, verify, report.
+
+NOTE [driving Hypothesis]
+Cases come from :func:`strategies.cases` through Hypothesis's public fuzzing entry point,
+``test.hypothesis.fuzz_one_input(buffer)``: each case is decoded from a buffer of bytes drawn from
+``random.Random(seed)``. So ``--seed`` makes a run repeat exactly (the same cases in the same order),
+strategies keep their simplest-first ordering for later shrinking, and nothing here depends on Hypothesis
+internals. The test body never raises (internal errors are logged and counted), so Hypothesis's example
+database is never written during a campaign.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import sys
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from .case import Case
+from .compare import ALL_VERDICTS, FINDING_VERDICTS, Limitation, classify, load_registry
+from .execute import run_case
+from .features import features
+from .findings import Finding, stage, verify_and_publish
+from .signature import Signature, signature
+
+BUFFER_BYTES = 2048
+
+
+@dataclass
+class Bucket:
+    signature: Signature
+    first: Finding
+    hits: int = 1
+    status: str = "pending"  # pending -> verified | unverified
+    path: Path | None = None
+
+
+@dataclass
+class CampaignConfig:
+    out: Path
+    seed: int
+    duration: float | None = 60.0
+    max_cases: int | None = None
+    strategy: st.SearchStrategy[Case] | None = None
+    verify_python: str = sys.executable
+    command: str = "affuzz run"
+
+
+@dataclass
+class Stats:
+    cases: int = 0
+    invalid: int = 0
+    internal_errors: int = 0
+    verdicts: Counter[str] = field(default_factory=Counter)
+    limitations: Counter[str] = field(default_factory=Counter)
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    @property
+    def rate(self) -> float:
+        return self.cases / self.elapsed if self.elapsed > 0 else 0.0
+
+
+class Campaign:
+    def __init__(self, config: CampaignConfig, *, registry: tuple[Limitation, ...] | None = None) -> None:
+        import torch  # the campaign is the only layer above the case IR that needs torch itself
+
+        self.config = config
+        self.registry = registry if registry is not None else load_registry()
+        self.torch_version = torch.__version__
+        self.stats = Stats()
+        self.buckets: dict[str, Bucket] = {}
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="affuzz-verify")
+        self._futures: list[Future[None]] = []
+        self._stop = False
+        if config.strategy is None:
+            from strategies import cases
+
+            config.strategy = cases()
+
+    # ------------------------------------------------------------------------------------ running
+
+    def judge(self, case: Case) -> str:
+        try:
+            return classify(run_case(case), self.registry)[0]
+        except Exception:  # noqa: BLE001
+            return "internal_error"
+
+    def one(self, case: Case) -> None:
+        """Run one case end to end. Never raises (see NOTE [driving Hypothesis])."""
+        self.stats.cases += 1
+        try:
+            outcome = run_case(case)
+            verdict, limitation = classify(outcome, self.registry)
+            self.stats.verdicts[verdict] += 1
+            if limitation:
+                self.stats.limitations[limitation] += 1
+            if verdict in FINDING_VERDICTS:
+                self._finding(case, verdict, outcome)
+        except Exception:  # noqa: BLE001
+            self.stats.internal_errors += 1
+            log = self.config.out / "internal-errors.log"
+            with log.open("a", encoding="utf-8") as fh:
+                fh.write(f"--- case {self.stats.cases}\n{traceback.format_exc()}\n")
+
+    def _finding(self, case: Case, verdict: str, outcome: Any) -> None:
+        sig = signature(case, verdict, self.judge)
+        bucket = self.buckets.get(sig.id)
+        if bucket is not None:
+            bucket.hits += 1
+            return
+        finding = Finding(
+            case=case,
+            signature=sig,
+            features=features(case),
+            outcome=outcome,
+            seconds_to_find=self.stats.elapsed,
+            cases_to_find=self.stats.cases,
+            torch_version=self.torch_version,
+            found_by=f"{self.config.command} --seed {self.config.seed}",
+        )
+        bucket = self.buckets[sig.id] = Bucket(sig, finding)
+        staged = stage(self.config.out, finding)
+
+        def verify() -> None:
+            ok, path = verify_and_publish(self.config.out, staged, finding, python=self.config.verify_python)
+            bucket.status, bucket.path = ("verified" if ok else "unverified"), path
+
+        self._futures.append(self._pool.submit(verify))
+
+    def _should_stop(self) -> bool:
+        c = self.config
+        if self._stop:
+            return True
+        if c.max_cases is not None and self.stats.cases >= c.max_cases:
+            return True
+        return c.duration is not None and self.stats.elapsed >= c.duration
+
+    def run(self, on_tick: Callable[[Campaign], None] | None = None, tick_seconds: float = 0.25) -> None:
+        """Run until ``duration``/``max_cases`` or SIGINT/SIGTERM, then wait for pending verifications."""
+        self.config.out.mkdir(parents=True, exist_ok=True)
+
+        @settings(database=None, deadline=None, suppress_health_check=list(HealthCheck))
+        @given(self.config.strategy)
+        def target(case: Case) -> None:
+            self.one(case)
+
+        fuzz = target.hypothesis.fuzz_one_input
+        rng = random.Random(self.config.seed)
+        previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+        def request_stop(signum: int, frame: Any) -> None:
+            self._stop = True
+
+        for s in previous:
+            signal.signal(s, request_stop)
+        self.stats = Stats()
+        last_tick = 0.0
+        try:
+            while not self._should_stop():
+                if fuzz(rng.randbytes(BUFFER_BYTES)) is None:
+                    self.stats.invalid += 1
+                if on_tick is not None and time.monotonic() - last_tick >= tick_seconds:
+                    last_tick = time.monotonic()
+                    on_tick(self)
+            self.finish(on_tick)
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+    def finish(self, on_tick: Callable[[Campaign], None] | None = None) -> None:
+        self.elapsed = self.stats.elapsed
+        for fut in self._futures:
+            while not fut.done():
+                if on_tick is not None:
+                    on_tick(self)
+                time.sleep(0.1)
+            fut.result()
+        self._pool.shutdown(wait=True)
+
+    # ------------------------------------------------------------------------------------ results
+
+    def summary(self) -> dict[str, Any]:
+        s = self.stats
+        elapsed = getattr(self, "elapsed", s.elapsed)
+        return {
+            "schema_version": 1,
+            "seed": self.config.seed,
+            "torch_version": self.torch_version,
+            "python_version": sys.version.split()[0],
+            "cases": s.cases,
+            "invalid_inputs": s.invalid,
+            "elapsed_seconds": round(elapsed, 3),
+            "cases_per_second": round(s.cases / elapsed, 2) if elapsed else 0.0,
+            "verdicts": {v: s.verdicts.get(v, 0) for v in ALL_VERDICTS},
+            "expected_by_limitation": dict(s.limitations),
+            "internal_errors": s.internal_errors,
+            "buckets": [
+                {
+                    "id": b.signature.id,
+                    "signature": b.signature.text,
+                    "verdict": b.signature.verdict,
+                    "transforms": list(b.signature.skeleton),
+                    "features": list(b.first.features),
+                    "signature_features": list(b.signature.features),
+                    "hits": b.hits,
+                    "status": b.status,
+                    "seconds_to_find": round(b.first.seconds_to_find, 3),
+                    "cases_to_find": b.first.cases_to_find,
+                    "path": str(b.path.relative_to(self.config.out)) if b.path else None,
+                }
+                for b in self.buckets.values()
+            ],
+        }

@@ -1,0 +1,833 @@
+"""The case IR: a closed, torch-free description of one fuzz case.
+
+A case is a custom ``torch.autograd.Function`` (:class:`FunctionDef`), the function ``f`` that calls
+``Function.apply`` and combines its outputs (:class:`FDef`), the input tensors (:class:`Inputs`) and a
+transform stack (:class:`Transform`, outermost first).
+
+Invariants (checked by :func:`validate`, which :func:`case_from_json` always runs):
+
+* The IR is a closed vocabulary. Every string is drawn from a fixed set (ops, view ops, transforms,
+  styles...), every number is range-checked, and value references are ``x<i>`` (input), ``t<k>``
+  (forward intermediate), ``o<j>`` (output). No code string from JSON is ever executed; the renderer
+  only ever emits code for vocabulary items.
+* All tensor inputs share one *base* shape (what ``f`` sees); each ``vmap`` level adds one leading batch
+  dimension to every input, outermost level first.
+* Forward intermediates are elementwise (they keep the base shape); only outputs may be views.
+* The backward computes the exact vector-Jacobian product of the forward, except where the case says
+  otherwise on purpose (``unused_grads``, ``none_grads``, and the planted ``custom_wrong`` vmap rule).
+  Every value the backward needs is obtainable from ``saved`` (see NOTE [backward values]).
+
+This module imports nothing from the rest of affuzz and nothing from torch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+#: Elementwise forward ops: name -> arity.
+OPS: dict[str, int] = {"pow": 1, "mul": 2, "add": 2, "sin": 1, "exp": 1}
+POW_EXPONENTS = (2, 3)
+VIEW_OPS = (
+    "view_as",
+    "reshape",
+    "unsqueeze",
+    "select",
+    "narrow",
+    "transpose",
+    "squeeze",
+)
+#: Views whose base can be recovered from the view alone (used when a saved output stands in for its base).
+INVERTIBLE_VIEWS = ("view_as", "reshape", "unsqueeze", "transpose", "squeeze")
+#: functorch transforms the stack may hold, plus the plain-autograd outer level.
+FUNCTORCH_TRANSFORMS = ("grad", "vmap", "jacrev")
+OUTER_TRANSFORMS = ("autograd_grad",)
+TRANSFORMS = FUNCTORCH_TRANSFORMS + OUTER_TRANSFORMS
+STYLES = ("setup_context", "legacy")
+#: ``custom_wrong`` is a hand-written vmap rule that contradicts forward (outputs doubled): a planted
+#: bug used by tests and quality checks. The default strategies never draw it.
+VMAP_RULES = ("none", "generate", "custom", "custom_wrong")
+DTYPES = ("float64", "float32")
+COMBINES = ("add", "sum")
+OUTPUT_KINDS = ("node", "input", "view")
+MAX_INPUTS = 3
+MAX_OUTPUTS = 3
+MAX_NODES = 8
+MAX_DEPTH = 4
+MAX_BATCH = 4
+MAX_DIM_SIZE = 4
+MAX_NDIM = 2
+
+_REF = re.compile(r"^([xto])(\d+)$")
+
+
+class CaseError(ValueError):
+    """A case (usually loaded from JSON) is not valid. ``str(err)`` names the field and the problem."""
+
+
+# --------------------------------------------------------------------------------------------- IR
+
+
+@dataclass(frozen=True)
+class Node:
+    """``t<k> = op(args...)``: one elementwise forward intermediate. ``args`` are ``x<i>``/``t<j>`` refs (j < k)."""
+
+    op: str
+    args: tuple[str, ...]
+    exponent: int = 2  # only meaningful for ``pow``
+
+
+@dataclass(frozen=True)
+class View:
+    """A view op applied to an output's base. Fields not used by ``op`` stay at their defaults."""
+
+    op: str
+    dim: int = 0
+    index: int = 0  # select: index; narrow: start
+    length: int = 1  # narrow: length
+    shape: tuple[int, ...] = ()  # reshape: target shape
+    dim1: int = 1  # transpose: second dim
+
+
+@dataclass(frozen=True)
+class Output:
+    """One Function output. ``node``: ref is ``t<k>``; ``input``: ref is ``x<i>`` returned as-is;
+    ``view``: ``view`` applied to ref (an input, or an intermediate that is itself returned as an output)."""
+
+    kind: str
+    ref: str
+    view: View | None = None
+
+
+@dataclass(frozen=True)
+class FunctionDef:
+    n_inputs: int
+    nodes: tuple[Node, ...]
+    outputs: tuple[Output, ...]
+    saved: tuple[str, ...] = ()  # refs passed to ctx.save_for_backward, in order
+    unused_grads: tuple[int, ...] = ()  # output indices whose grad_output backward ignores
+    none_grads: tuple[int, ...] = ()  # input indices for which backward returns None
+    style: str = "setup_context"
+    vmap_rule: str = "none"
+
+
+@dataclass(frozen=True)
+class FDef:
+    """``f(*inputs)``: applies the Function, keeps ``uses`` outputs and combines them.
+
+    ``add``: elementwise sum (all used outputs have one shape); ``sum``: sum of each output's ``.sum()``.
+    """
+
+    uses: tuple[int, ...] = (0,)
+    combine: str = "add"
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Tensor inputs: ``values[i]`` is input i flattened (row-major) over its full shape, which is the
+    vmap batch sizes (outermost first) followed by ``shape`` (the base shape)."""
+
+    shape: tuple[int, ...]
+    values: tuple[tuple[float, ...], ...]
+    dtype: str = "float64"
+
+
+@dataclass(frozen=True)
+class Transform:
+    name: str
+    argnums: int = 0  # grad, jacrev, autograd_grad
+    batch_size: int = 0  # vmap only
+
+
+@dataclass(frozen=True)
+class Case:
+    function: FunctionDef
+    f: FDef
+    inputs: Inputs
+    transforms: tuple[Transform, ...]  # outermost first
+    meta: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+
+def ref_kind(ref: str) -> tuple[str, int]:
+    m = _REF.match(ref)
+    if not m:
+        raise CaseError(f"bad value reference {ref!r} (expected x<i>, t<k> or o<j>)")
+    return m.group(1), int(m.group(2))
+
+
+def batch_sizes(case: Case) -> tuple[int, ...]:
+    return tuple(t.batch_size for t in case.transforms if t.name == "vmap")
+
+
+def full_shape(case: Case) -> tuple[int, ...]:
+    return batch_sizes(case) + tuple(case.inputs.shape)
+
+
+def numel(shape: Iterable[int]) -> int:
+    return math.prod(shape)
+
+
+def view_shape(view: View, base: tuple[int, ...]) -> tuple[int, ...]:
+    """Shape of ``view`` applied to a tensor of shape ``base``; raises CaseError if ill-formed."""
+    nd = len(base)
+    op = view.op
+    if op == "view_as":
+        return base
+    if op == "reshape":
+        if numel(view.shape) != numel(base) or any(s < 1 for s in view.shape):
+            raise CaseError(f"reshape to {view.shape} does not fit shape {base}")
+        return tuple(view.shape)
+    if op == "unsqueeze":
+        if not 0 <= view.dim <= nd:
+            raise CaseError(f"unsqueeze dim {view.dim} out of range for shape {base}")
+        return base[: view.dim] + (1,) + base[view.dim :]
+    if not 0 <= view.dim < nd:
+        raise CaseError(f"{op} dim {view.dim} out of range for shape {base}")
+    size = base[view.dim]
+    if op == "squeeze":
+        if size != 1:
+            raise CaseError(f"squeeze dim {view.dim} has size {size}, not 1")
+        return base[: view.dim] + base[view.dim + 1 :]
+    if op == "select":
+        if not 0 <= view.index < size:
+            raise CaseError(f"select index {view.index} out of range for size {size}")
+        return base[: view.dim] + base[view.dim + 1 :]
+    if op == "narrow":
+        if view.length < 1 or not 0 <= view.index <= size - view.length:
+            raise CaseError(f"narrow({view.index}, {view.length}) out of range for size {size}")
+        return base[: view.dim] + (view.length,) + base[view.dim + 1 :]
+    if op == "transpose":
+        if not 0 <= view.dim1 < nd or view.dim1 == view.dim:
+            raise CaseError(f"transpose dims ({view.dim}, {view.dim1}) invalid for shape {base}")
+        s = list(base)
+        s[view.dim], s[view.dim1] = s[view.dim1], s[view.dim]
+        return tuple(s)
+    raise CaseError(f"unknown view op {op!r} (known: {', '.join(VIEW_OPS)})")
+
+
+def output_shapes(fn: FunctionDef, base: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+    return tuple(view_shape(o.view, base) if o.kind == "view" and o.view else base for o in fn.outputs)
+
+
+def f_output_shape(case: Case) -> tuple[int, ...]:
+    shapes = output_shapes(case.function, tuple(case.inputs.shape))
+    used = [shapes[j] for j in case.f.uses]
+    if case.f.combine == "sum":
+        return ()
+    return used[0]
+
+
+def level_output_shapes(case: Case) -> list[tuple[int, ...]]:
+    """Output shape of each level, innermost (index 0 = ``f`` itself) to outermost.
+
+    Also returns nothing about reductions: :func:`needs_sum` says where a ``grad`` level sums its inner output.
+    """
+    base = tuple(case.inputs.shape)
+    in_shape = base  # shape every input has at the current level
+    out = f_output_shape(case)
+    shapes = [out]
+    for t in reversed(case.transforms):
+        if t.name == "vmap":
+            in_shape = (t.batch_size,) + in_shape
+            out = (t.batch_size,) + out
+        elif t.name == "jacrev":
+            out = out + in_shape
+        else:  # grad, autograd_grad: gradient has the input's shape
+            out = in_shape
+        shapes.append(out)
+    return shapes
+
+
+def needs_sum(case: Case) -> list[bool]:
+    """For each transform (outermost first): whether its inner function's output is summed to a scalar
+    first (``torch.func.grad`` needs a scalar)."""
+    shapes = level_output_shapes(case)  # innermost first, len = depth + 1
+    depth = len(case.transforms)
+    res = []
+    for i, t in enumerate(case.transforms):
+        inner = shapes[depth - 1 - i]
+        res.append(t.name == "grad" and inner != ())
+    return res
+
+
+def reference_cost(transforms: Iterable[Transform], base: tuple[int, ...], f_out: tuple[int, ...]) -> int:
+    """Rough number of innermost evaluations plus backward passes create_graph mode performs.
+
+    vmap multiplies by its batch size, jacrev by its inner output's numel (one backward per row). Used by
+    the strategies to keep cases cheap.
+    """
+    in_shape = base
+    out = f_out
+    cost = 1
+    for t in reversed(tuple(transforms)):
+        if t.name == "vmap":
+            cost *= t.batch_size
+            in_shape = (t.batch_size,) + in_shape
+            out = (t.batch_size,) + out
+        elif t.name == "jacrev":
+            cost *= max(1, numel(out))
+            out = out + in_shape
+        else:
+            out = in_shape
+            cost *= 2
+    return cost
+
+
+# NOTE [backward values]
+# The backward needs some forward values (x for x**3, a and b for a*b, exp's result for exp). Inside
+# backward only ctx.saved_tensors are available, so each needed value must come from a saved tensor:
+# a saved input ``x<i>``; a saved intermediate ``t<k>``; a saved output ``o<j>`` that *is* the value (an
+# input returned as-is, a node returned) or is an invertible view of it (view_as, reshape, ...), which
+# backward undoes. Anything else is recomputed in backward from values that are available. Where the
+# saved output is an alias of an input, backward's graph hangs off the *output*: exactly the seed bug's
+# shape. :func:`available_values` computes the closure; :func:`missing_values` what still needs saving.
+
+
+def grad_flows(fn: FunctionDef) -> tuple[set[str], set[str]]:
+    """(nodes whose gradient is non-zero in backward, inputs that receive a gradient term)."""
+    live_nodes: set[str] = set()
+    live_inputs: set[str] = set()
+    for j, o in enumerate(fn.outputs):
+        if j in fn.unused_grads:
+            continue
+        if o.kind == "node" or (o.kind == "view" and o.ref.startswith("t")):
+            live_nodes.add(o.ref)
+        else:
+            live_inputs.add(o.ref)
+    for k in range(len(fn.nodes) - 1, -1, -1):
+        name = f"t{k}"
+        if name not in live_nodes:
+            continue
+        for a in fn.nodes[k].args:
+            (live_nodes if a.startswith("t") else live_inputs).add(a)
+    return live_nodes, live_inputs
+
+
+def needed_values(fn: FunctionDef) -> list[str]:
+    """Values the backward reads (before recomputation), in a stable order."""
+    live_nodes, _ = grad_flows(fn)
+    need: list[str] = []
+    for k, node in enumerate(fn.nodes):
+        if f"t{k}" not in live_nodes:
+            continue
+        if node.op == "mul" or node.op in ("pow", "sin"):
+            vals = list(node.args)
+        elif node.op == "exp":
+            vals = [f"t{k}"]
+        else:
+            vals = []
+        for v in vals:
+            if v not in need:
+                need.append(v)
+    return need
+
+
+def value_provided_by_saved(fn: FunctionDef, ref: str) -> str | None:
+    """Which value a saved ref provides (``o<j>`` resolves through aliases and invertible views)."""
+    kind, idx = ref_kind(ref)
+    if kind in "xt":
+        return ref
+    o = fn.outputs[idx]
+    if o.kind in ("node", "input"):
+        return o.ref
+    if o.view is not None and o.view.op in INVERTIBLE_VIEWS:
+        return o.ref
+    return None
+
+
+def available_values(fn: FunctionDef) -> set[str]:
+    avail = {v for r in fn.saved if (v := value_provided_by_saved(fn, r)) is not None}
+    changed = True
+    while changed:
+        changed = False
+        for k, node in enumerate(fn.nodes):
+            name = f"t{k}"
+            if name not in avail and all(a in avail for a in node.args):
+                avail.add(name)
+                changed = True
+    return avail
+
+
+def missing_values(fn: FunctionDef) -> list[str]:
+    """Inputs that must additionally be saved so every needed value can be obtained (recomputing nodes)."""
+    avail = available_values(fn)
+    missing: list[str] = []
+
+    def require(v: str) -> None:
+        if v in avail:
+            return
+        if v.startswith("x"):
+            if v not in missing:
+                missing.append(v)
+            avail.add(v)
+            return
+        for a in fn.nodes[int(v[1:])].args:
+            require(a)
+        avail.add(v)
+
+    for v in needed_values(fn):
+        require(v)
+    return missing
+
+
+def repair_saved(fn: FunctionDef) -> FunctionDef:
+    """Return ``fn`` with inputs appended to ``saved`` until backward can obtain every value it needs."""
+    missing = missing_values(fn)
+    if not missing:
+        return fn
+    return replace(fn, saved=tuple(fn.saved) + tuple(missing))
+
+
+def live_nodes(fn: FunctionDef) -> set[int]:
+    """Node indices the forward must compute (reachable from outputs or saved intermediates)."""
+    roots = [o.ref for o in fn.outputs if o.ref.startswith("t")]
+    roots += [r for r in fn.saved if r.startswith("t")]
+    seen: set[int] = set()
+    stack = list(roots)
+    while stack:
+        k = int(stack.pop()[1:])
+        if k in seen:
+            continue
+        seen.add(k)
+        stack.extend(a for a in fn.nodes[k].args if a.startswith("t"))
+    return seen
+
+
+def prune(fn: FunctionDef) -> FunctionDef:
+    """Drop nodes nothing reads and renumber the rest (``t`` refs everywhere are rewritten)."""
+    keep = sorted(live_nodes(fn))
+    if len(keep) == len(fn.nodes):
+        return fn
+    mapping = {f"t{old}": f"t{new}" for new, old in enumerate(keep)}
+
+    def m(r: str) -> str:
+        return mapping.get(r, r)
+
+    nodes = tuple(replace(fn.nodes[k], args=tuple(m(a) for a in fn.nodes[k].args)) for k in keep)
+    outputs = tuple(replace(o, ref=m(o.ref)) for o in fn.outputs)
+    return replace(fn, nodes=nodes, outputs=outputs, saved=tuple(m(r) for r in fn.saved))
+
+
+# ----------------------------------------------------------------------------------- validation
+
+
+def _check(cond: bool, where: str, msg: str) -> None:
+    if not cond:
+        raise CaseError(f"{where}: {msg}")
+
+
+def _one_of(value: Any, allowed: Iterable[str], where: str, what: str) -> None:
+    allowed = tuple(allowed)
+    _check(
+        isinstance(value, str) and value in allowed,
+        where,
+        f"unknown {what} {value!r} (known: {', '.join(allowed)})",
+    )
+
+
+def validate(case: Case) -> Case:
+    """Check every invariant in the module docstring; return ``case`` or raise :class:`CaseError`."""
+    fn = case.function
+    _check(
+        isinstance(fn.n_inputs, int) and 1 <= fn.n_inputs <= MAX_INPUTS,
+        "function.n_inputs",
+        f"must be 1..{MAX_INPUTS}",
+    )
+    _check(len(fn.nodes) <= MAX_NODES, "function.nodes", f"at most {MAX_NODES} nodes")
+    for k, node in enumerate(fn.nodes):
+        w = f"function.nodes[{k}]"
+        _one_of(node.op, OPS, f"{w}.op", "op")
+        _check(
+            len(node.args) == OPS[node.op],
+            f"{w}.args",
+            f"{node.op} takes {OPS[node.op]} argument(s)",
+        )
+        for a in node.args:
+            kind, idx = _ref(a, f"{w}.args")
+            _check(kind in "xt", f"{w}.args", f"{a!r} must be an input or an earlier node")
+            _check(
+                idx < (fn.n_inputs if kind == "x" else k),
+                f"{w}.args",
+                f"{a!r} is not defined before t{k}",
+            )
+        if node.op == "pow":
+            _check(
+                node.exponent in POW_EXPONENTS,
+                f"{w}.exponent",
+                f"must be one of {POW_EXPONENTS}",
+            )
+    _check(
+        1 <= len(fn.outputs) <= MAX_OUTPUTS,
+        "function.outputs",
+        f"must have 1..{MAX_OUTPUTS} outputs",
+    )
+    node_outputs = {o.ref for o in fn.outputs if o.kind == "node"}
+    base = tuple(case.inputs.shape)
+    for j, o in enumerate(fn.outputs):
+        w = f"function.outputs[{j}]"
+        _one_of(o.kind, OUTPUT_KINDS, f"{w}.kind", "output kind")
+        kind, idx = _ref(o.ref, f"{w}.ref")
+        if o.kind == "node":
+            _check(
+                kind == "t" and idx < len(fn.nodes),
+                f"{w}.ref",
+                f"{o.ref!r} is not a node",
+            )
+        elif o.kind == "input":
+            _check(
+                kind == "x" and idx < fn.n_inputs,
+                f"{w}.ref",
+                f"{o.ref!r} is not an input",
+            )
+        else:
+            _check(o.view is not None, f"{w}.view", "a view output needs a view")
+            _check(
+                (kind == "x" and idx < fn.n_inputs) or (kind == "t" and o.ref in node_outputs),
+                f"{w}.ref",
+                f"{o.ref!r} must be an input or a node that is itself an output",
+            )
+            assert o.view is not None
+            _one_of(o.view.op, VIEW_OPS, f"{w}.view.op", "view op")
+            try:
+                view_shape(o.view, base)
+            except CaseError as e:
+                raise CaseError(f"{w}.view: {e}") from None
+        if o.kind != "view":
+            _check(o.view is None, f"{w}.view", f"a {o.kind} output has no view")
+    for r in fn.saved:
+        kind, idx = _ref(r, "function.saved")
+        limit = {"x": fn.n_inputs, "t": len(fn.nodes), "o": len(fn.outputs)}[kind]
+        _check(idx < limit, "function.saved", f"{r!r} does not exist")
+    _check(len(set(fn.saved)) == len(fn.saved), "function.saved", "duplicate entries")
+    _check(
+        all(isinstance(j, int) and 0 <= j < len(fn.outputs) for j in fn.unused_grads),
+        "function.unused_grads",
+        "output index out of range",
+    )
+    _check(
+        all(isinstance(i, int) and 0 <= i < fn.n_inputs for i in fn.none_grads),
+        "function.none_grads",
+        "input index out of range",
+    )
+    _one_of(fn.style, STYLES, "function.style", "style")
+    _one_of(fn.vmap_rule, VMAP_RULES, "function.vmap_rule", "vmap rule")
+    _check(
+        fn.style == "setup_context" or fn.vmap_rule == "none",
+        "function.vmap_rule",
+        "a legacy-style Function cannot have a vmap rule",
+    )
+    missing = missing_values(fn)
+    _check(
+        not missing,
+        "function.saved",
+        f"backward needs {', '.join(missing)} but it is not saved (save it, or an output aliasing it)",
+    )
+
+    _check(
+        len(case.f.uses) >= 1 and len(set(case.f.uses)) == len(case.f.uses),
+        "f.uses",
+        "must list distinct output indices",
+    )
+    _check(
+        all(isinstance(j, int) and 0 <= j < len(fn.outputs) for j in case.f.uses),
+        "f.uses",
+        "output index out of range",
+    )
+    _one_of(case.f.combine, COMBINES, "f.combine", "combine")
+    if case.f.combine == "add":
+        shapes = output_shapes(fn, base)
+        _check(
+            len({shapes[j] for j in case.f.uses}) == 1,
+            "f.combine",
+            "'add' needs all used outputs to have one shape",
+        )
+
+    inp = case.inputs
+    _one_of(inp.dtype, DTYPES, "inputs.dtype", "dtype")
+    _check(
+        len(base) <= MAX_NDIM and all(isinstance(s, int) and 1 <= s <= MAX_DIM_SIZE for s in base),
+        "inputs.shape",
+        f"at most {MAX_NDIM} dims of size 1..{MAX_DIM_SIZE}",
+    )
+    _check(
+        len(inp.values) == fn.n_inputs,
+        "inputs.values",
+        f"needs one entry per input ({fn.n_inputs})",
+    )
+
+    _check(
+        1 <= len(case.transforms) <= MAX_DEPTH,
+        "transforms",
+        f"depth must be 1..{MAX_DEPTH}",
+    )
+    for i, t in enumerate(case.transforms):
+        w = f"transforms[{i}]"
+        _one_of(t.name, TRANSFORMS, f"{w}.name", "transform")
+        if t.name in OUTER_TRANSFORMS:
+            _check(i == 0, f"{w}.name", f"{t.name} must be the outermost level")
+        if t.name == "vmap":
+            _check(
+                isinstance(t.batch_size, int) and 1 <= t.batch_size <= MAX_BATCH,
+                f"{w}.batch_size",
+                f"must be 1..{MAX_BATCH}",
+            )
+        else:
+            _check(t.batch_size == 0, f"{w}.batch_size", "only vmap has a batch size")
+            _check(
+                isinstance(t.argnums, int) and 0 <= t.argnums < fn.n_inputs,
+                f"{w}.argnums",
+                "input index out of range",
+            )
+    _check(
+        any(t.name in FUNCTORCH_TRANSFORMS for t in case.transforms),
+        "transforms",
+        "needs at least one torch.func transform",
+    )
+    n = numel(full_shape(case))
+    for i, vals in enumerate(inp.values):
+        _check(
+            len(vals) == n,
+            f"inputs.values[{i}]",
+            f"has {len(vals)} values, shape {full_shape(case)} needs {n}",
+        )
+        _check(
+            all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in vals),
+            f"inputs.values[{i}]",
+            "values must be finite numbers",
+        )
+    return case
+
+
+def _ref(r: Any, where: str) -> tuple[str, int]:
+    _check(isinstance(r, str), where, f"reference {r!r} must be a string")
+    try:
+        return ref_kind(r)
+    except CaseError as e:
+        raise CaseError(f"{where}: {e}") from None
+
+
+# ------------------------------------------------------------------------------------------ JSON
+
+
+def case_to_json(case: Case) -> dict[str, Any]:
+    fn = case.function
+
+    def view(v: View) -> dict[str, Any]:
+        d: dict[str, Any] = {"op": v.op}
+        if v.op in ("unsqueeze", "select", "narrow", "transpose", "squeeze"):
+            d["dim"] = v.dim
+        if v.op in ("select", "narrow"):
+            d["index"] = v.index
+        if v.op == "narrow":
+            d["length"] = v.length
+        if v.op == "reshape":
+            d["shape"] = list(v.shape)
+        if v.op == "transpose":
+            d["dim1"] = v.dim1
+        return d
+
+    out: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "function": {
+            "n_inputs": fn.n_inputs,
+            "nodes": [
+                {
+                    "op": n.op,
+                    "args": list(n.args),
+                    **({"exponent": n.exponent} if n.op == "pow" else {}),
+                }
+                for n in fn.nodes
+            ],
+            "outputs": [
+                {
+                    "kind": o.kind,
+                    "ref": o.ref,
+                    **({"view": view(o.view)} if o.view else {}),
+                }
+                for o in fn.outputs
+            ],
+            "saved": list(fn.saved),
+            "unused_grads": list(fn.unused_grads),
+            "none_grads": list(fn.none_grads),
+            "style": fn.style,
+            "vmap_rule": fn.vmap_rule,
+        },
+        "f": {"uses": list(case.f.uses), "combine": case.f.combine},
+        "inputs": {
+            "shape": list(case.inputs.shape),
+            "dtype": case.inputs.dtype,
+            "values": [list(v) for v in case.inputs.values],
+        },
+        "transforms": [
+            {
+                "name": t.name,
+                **({"batch_size": t.batch_size} if t.name == "vmap" else {"argnums": t.argnums}),
+            }
+            for t in case.transforms
+        ],
+    }
+    if case.meta:
+        out["meta"] = dict(case.meta)
+    return out
+
+
+def dumps(case: Case) -> str:
+    return json.dumps(case_to_json(case), indent=2, sort_keys=False) + "\n"
+
+
+def _obj(d: Any, where: str, required: Iterable[str], optional: Iterable[str] = ()) -> dict[str, Any]:
+    _check(isinstance(d, dict), where, f"expected an object, got {type(d).__name__}")
+    required, optional = tuple(required), tuple(optional)
+    unknown = sorted(set(d) - set(required) - set(optional))
+    _check(
+        not unknown,
+        where,
+        f"unknown field(s) {', '.join(map(repr, unknown))} (known: {', '.join(required + optional)})",
+    )
+    missing = [k for k in required if k not in d]
+    _check(not missing, where, f"missing field(s) {', '.join(map(repr, missing))}")
+    return d
+
+
+def _list(d: Any, where: str) -> list[Any]:
+    _check(isinstance(d, list), where, f"expected a list, got {type(d).__name__}")
+    return d
+
+
+def _int(d: Any, where: str) -> int:
+    _check(
+        isinstance(d, int) and not isinstance(d, bool),
+        where,
+        f"expected an integer, got {d!r}",
+    )
+    return d
+
+
+def case_from_json(data: Any) -> Case:
+    """Build and :func:`validate` a case from parsed JSON. Raises :class:`CaseError` naming the bad field."""
+    d = _obj(
+        data,
+        "case",
+        ("schema_version", "function", "f", "inputs", "transforms"),
+        ("meta",),
+    )
+    version = d["schema_version"]
+    _check(
+        version == SCHEMA_VERSION,
+        "schema_version",
+        f"unsupported version {version!r} (this affuzz reads {SCHEMA_VERSION})",
+    )
+    fd = _obj(
+        d["function"],
+        "function",
+        ("n_inputs", "nodes", "outputs"),
+        ("saved", "unused_grads", "none_grads", "style", "vmap_rule"),
+    )
+    nodes = []
+    for k, nd in enumerate(_list(fd["nodes"], "function.nodes")):
+        w = f"function.nodes[{k}]"
+        nd = _obj(nd, w, ("op", "args"), ("exponent",))
+        nodes.append(
+            Node(
+                op=nd["op"],
+                args=tuple(_list(nd["args"], f"{w}.args")),
+                exponent=_int(nd.get("exponent", 2), f"{w}.exponent"),
+            )
+        )
+    outputs = []
+    for j, od in enumerate(_list(fd["outputs"], "function.outputs")):
+        w = f"function.outputs[{j}]"
+        od = _obj(od, w, ("kind", "ref"), ("view",))
+        view = None
+        if "view" in od:
+            vd = _obj(
+                od["view"],
+                f"{w}.view",
+                ("op",),
+                ("dim", "index", "length", "shape", "dim1"),
+            )
+            view = View(
+                op=vd["op"],
+                dim=_int(vd.get("dim", 0), f"{w}.view.dim"),
+                index=_int(vd.get("index", 0), f"{w}.view.index"),
+                length=_int(vd.get("length", 1), f"{w}.view.length"),
+                shape=tuple(_int(s, f"{w}.view.shape") for s in _list(vd.get("shape", []), f"{w}.view.shape")),
+                dim1=_int(vd.get("dim1", 1), f"{w}.view.dim1"),
+            )
+        outputs.append(Output(kind=od["kind"], ref=od["ref"], view=view))
+    fn = FunctionDef(
+        n_inputs=_int(fd["n_inputs"], "function.n_inputs"),
+        nodes=tuple(nodes),
+        outputs=tuple(outputs),
+        saved=tuple(_list(fd.get("saved", []), "function.saved")),
+        unused_grads=tuple(
+            _int(j, "function.unused_grads") for j in _list(fd.get("unused_grads", []), "function.unused_grads")
+        ),
+        none_grads=tuple(
+            _int(i, "function.none_grads") for i in _list(fd.get("none_grads", []), "function.none_grads")
+        ),
+        style=fd.get("style", "setup_context"),
+        vmap_rule=fd.get("vmap_rule", "none"),
+    )
+    f = _obj(d["f"], "f", ("uses",), ("combine",))
+    idata = _obj(d["inputs"], "inputs", ("shape", "values"), ("dtype",))
+    inputs = Inputs(
+        shape=tuple(_int(s, "inputs.shape") for s in _list(idata["shape"], "inputs.shape")),
+        values=tuple(
+            tuple(_list(v, f"inputs.values[{i}]")) for i, v in enumerate(_list(idata["values"], "inputs.values"))
+        ),
+        dtype=idata.get("dtype", "float64"),
+    )
+    transforms = []
+    for i, td in enumerate(_list(d["transforms"], "transforms")):
+        td = _obj(td, f"transforms[{i}]", ("name",), ("argnums", "batch_size"))
+        transforms.append(
+            Transform(
+                name=td["name"],
+                argnums=_int(td.get("argnums", 0), f"transforms[{i}].argnums"),
+                batch_size=_int(td.get("batch_size", 0), f"transforms[{i}].batch_size"),
+            )
+        )
+    meta = d.get("meta", {})
+    _check(isinstance(meta, dict), "meta", "expected an object")
+    case = Case(
+        function=fn,
+        f=FDef(
+            uses=tuple(_int(j, "f.uses") for j in _list(f["uses"], "f.uses")),
+            combine=f.get("combine", "add"),
+        ),
+        inputs=inputs,
+        transforms=tuple(transforms),
+        meta=meta,
+    )
+    return validate(case)
+
+
+def loads(text: str, *, source: str = "<string>") -> Case:
+    """Parse JSON text into a validated case; errors are prefixed with ``source``."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise CaseError(f"{source}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    try:
+        return case_from_json(data)
+    except CaseError as e:
+        raise CaseError(f"{source}: {e}") from None
+
+
+def load(path: str) -> Case:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as e:
+        raise CaseError(f"{path}: cannot read ({e.strerror})") from None
+    return loads(text, source=str(path))

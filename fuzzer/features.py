@@ -1,0 +1,86 @@
+"""Feature tags: which parts of the autograd.Function API and of the generated space a case exercises.
+
+Tags are the vocabulary of ``finding.json`` ``features`` and of signatures. The full list is fixed here
+so that later vocabulary (custom_jvp, mark_dirty, ...) is reserved and spelled one way; :func:`features`
+returns only tags that apply to a case. Torch-free.
+"""
+
+from __future__ import annotations
+
+from .case import Case, grad_flows
+
+#: Every tag affuzz knows, in report order. Tags after ``custom_vmap`` are reserved for vocabulary that
+#: the current case IR cannot express yet; :func:`features` never returns them.
+ALL_FEATURES = (
+    "output_is_input",
+    "output_is_view",
+    "output_is_view_of_output",
+    "output_repeated",
+    "saved_input",
+    "saved_output",
+    "saved_intermediate",
+    "grad_unused",
+    "backward_returns_none",
+    "legacy_forward",
+    "generate_vmap_rule",
+    "custom_vmap",
+    "custom_jvp",
+    "mark_dirty",
+    "mark_non_differentiable",
+    "once_differentiable",
+    "materialize_grads_false",
+    "non_tensor_input",
+    "non_tensor_output",
+)
+
+
+def features(case: Case) -> tuple[str, ...]:
+    """All tags that apply to ``case``, in :data:`ALL_FEATURES` order."""
+    fn = case.function
+    tags: set[str] = set()
+    node_outputs = {o.ref for o in fn.outputs if o.kind == "node"}
+    if repeated_outputs(case):
+        tags.add("output_repeated")
+    for o in fn.outputs:
+        if o.kind == "input":
+            tags.add("output_is_input")
+        elif o.kind == "view":
+            tags.add("output_is_view")
+            if o.ref in node_outputs:
+                tags.add("output_is_view_of_output")
+    for r in fn.saved:
+        tags.add({"x": "saved_input", "o": "saved_output", "t": "saved_intermediate"}[r[0]])
+    if fn.unused_grads:
+        tags.add("grad_unused")
+    if returns_none(case):
+        tags.add("backward_returns_none")
+    if fn.style == "legacy":
+        tags.add("legacy_forward")
+    if fn.vmap_rule == "generate":
+        tags.add("generate_vmap_rule")
+    elif fn.vmap_rule in ("custom", "custom_wrong"):
+        tags.add("custom_vmap")
+    return tuple(t for t in ALL_FEATURES if t in tags)
+
+
+def repeated_outputs(case: Case) -> list[int]:
+    """Indices of outputs that return the very same tensor as an earlier output (same node or input)."""
+    seen: set[str] = set()
+    rep = []
+    for j, o in enumerate(case.function.outputs):
+        if o.kind in ("node", "input"):
+            if o.ref in seen:
+                rep.append(j)
+            seen.add(o.ref)
+    return rep
+
+
+def input_gets_grad(case: Case) -> list[bool]:
+    """Whether backward returns a tensor (not None) for each input."""
+    fn = case.function
+    _, live_inputs = grad_flows(fn)
+    return [f"x{i}" in live_inputs and i not in fn.none_grads for i in range(fn.n_inputs)]
+
+
+def returns_none(case: Case) -> bool:
+    return not all(input_gets_grad(case))

@@ -1,0 +1,121 @@
+"""Findings on disk, and their verification in a fresh process.
+
+A finding is staged under ``OUT/.pending/<signature id>/`` (``case.json``, ``repro.py``), its
+``repro.py`` is run with a fresh interpreter, and only if that exits 1 is ``finding.json`` written and
+the directory renamed to ``OUT/findings/<signature id>/`` (see NOTE [the repro is what runs] in
+:mod:`fuzzer.execute`). A repro that does not reproduce is kept under ``OUT/unverified/`` with the
+output it printed, and is not reported.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .case import Case, dumps
+from .execute import Outcome
+from .fsutil import atomic_write_json, atomic_write_text
+from .render import render
+from .signature import Signature
+
+FINDING_SCHEMA_VERSION = 1
+
+
+@dataclass
+class Finding:
+    case: Case
+    signature: Signature
+    features: tuple[str, ...]
+    outcome: Outcome
+    seconds_to_find: float
+    cases_to_find: int
+    torch_version: str
+    found_by: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def header(self) -> list[str]:
+        sig = self.signature
+        return [
+            f"affuzz finding {sig.id}: {sig.verdict} ({sig.oracle})",
+            f"signature: {sig.text}",
+            f"transforms (outermost first): {' > '.join(sig.skeleton)}",
+            f"features: {', '.join(self.features) or '-'} (essential: {', '.join(sig.features) or '-'})",
+            f"found by {self.found_by} on torch {self.torch_version}, case {self.cases_to_find}"
+            f" after {self.seconds_to_find:.1f} s",
+            "Run: python repro.py   (exit 1 while the two modes disagree, 0 once they agree)",
+            "",
+        ]
+
+    def record(self, verification: dict[str, Any]) -> dict[str, Any]:
+        sig = self.signature
+        return {
+            "schema_version": FINDING_SCHEMA_VERSION,
+            "signature": sig.text,
+            "id": sig.id,
+            "verdict": sig.verdict,
+            "oracle": sig.oracle,
+            "transforms": list(sig.skeleton),
+            "features": list(self.features),
+            "signature_features": list(sig.features),
+            "torch_version": self.torch_version,
+            "python_version": sys.version.split()[0],
+            "seconds_to_find": round(self.seconds_to_find, 3),
+            "cases_to_find": self.cases_to_find,
+            "found_by": self.found_by,
+            "functorch": self.outcome.functorch.summary(),
+            "reference": self.outcome.reference.summary(),
+            "verification": verification,
+            **self.extra,
+        }
+
+
+def stage(out: Path, finding: Finding) -> Path:
+    d = out / ".pending" / finding.signature.id
+    d.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(d / "case.json", dumps(finding.case))
+    atomic_write_text(d / "repro.py", render(finding.case, header=finding.header()))
+    return d
+
+
+def run_repro(repro: Path, *, python: str = sys.executable, timeout: float = 600.0) -> dict[str, Any]:
+    """Run a repro script in a fresh interpreter; returns exit code, seconds and the output tail."""
+    start = time.monotonic()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    try:
+        proc = subprocess.run(
+            [python, repro.name],
+            cwd=repro.parent,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+        )
+        code, output = proc.returncode, (proc.stdout + proc.stderr)
+    except subprocess.TimeoutExpired as e:
+        code, output = None, f"timed out after {timeout} s\n{e.stdout or ''}"
+    return {
+        "exit_code": code,
+        "seconds": round(time.monotonic() - start, 3),
+        "python": python,
+        "output_tail": output[-2000:],
+    }
+
+
+def verify_and_publish(out: Path, staged: Path, finding: Finding, *, python: str = sys.executable) -> tuple[bool, Path]:
+    """Run the staged repro; publish it as a finding if it exited 1. Returns (verified, final dir)."""
+    result = run_repro(staged / "repro.py", python=python)
+    verified = result["exit_code"] == 1
+    dest_root = out / ("findings" if verified else "unverified")
+    dest_root.mkdir(parents=True, exist_ok=True)
+    dest = dest_root / staged.name
+    atomic_write_json(staged / "finding.json", finding.record(result))
+    if dest.exists():
+        shutil.rmtree(dest)
+    os.replace(staged, dest)
+    return verified, dest

@@ -1,0 +1,396 @@
+"""Render a case into one standalone repro script (imports torch only). Torch-free.
+
+One template for every case (:func:`render`): the Function, ``f``, ``inputs()``, the create_graph-mode
+helpers the case needs (copied from :mod:`fuzzer.repro_lib`), ``functorch_mode`` and
+``create_graph_mode`` side by side, then ``check()``/``main()``. Run as a script it prints both results
+in the seed's style and exits 1 when they disagree, 0 when they agree. The fuzzer executes exactly this
+source (see NOTE [the repro is what runs] in :mod:`fuzzer.execute`).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from pathlib import Path
+
+from .case import (
+    INVERTIBLE_VIEWS,
+    Case,
+    FunctionDef,
+    View,
+    full_shape,
+    grad_flows,
+    live_nodes,
+    needed_values,
+    needs_sum,
+    output_shapes,
+    value_provided_by_saved,
+)
+
+CLASS_NAME = "Fn"
+_RUNTIME = ("run", "check", "show", "main")
+
+
+@functools.cache
+def _lib_sources() -> dict[str, str]:
+    path = Path(__file__).with_name("repro_lib.py")
+    text = path.read_text(encoding="utf-8")
+    tree = ast.parse(text)
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            src = ast.get_source_segment(text, node) or ""
+            out[node.name] = re.sub(r"\s+# noqa[^\n]*", "", src)
+    return out
+
+
+def _tup(items: list[str]) -> str:
+    return f"({items[0]},)" if len(items) == 1 else ", ".join(items)
+
+
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return f"({shape[0]},)" if len(shape) == 1 else f"({', '.join(map(str, shape))})"
+
+
+# ------------------------------------------------------------------------------------ forward
+
+
+def _node_expr(fn: FunctionDef, k: int, val: dict[str, str] | None = None) -> str:
+    node = fn.nodes[k]
+    a = [val.get(x, x) if val else x for x in node.args]
+    if node.op == "pow":
+        return f"{a[0]} ** {node.exponent}"
+    if node.op == "mul":
+        return f"{a[0]} * {a[1]}"
+    if node.op == "add":
+        return f"{a[0]} + {a[1]}"
+    return f"torch.{node.op}({a[0]})"
+
+
+def _view_expr(base: str, v: View, shift: int = 0) -> str:
+    """``base`` viewed by ``v``; ``shift`` = 1 inside a vmap rule, where dim 0 is the batch dim."""
+    d = v.dim + shift
+    if v.op == "view_as":
+        return f"{base}.view_as({base})"
+    if v.op == "reshape":
+        shape = ((-1,) if shift else ()) + tuple(v.shape)
+        return f"{base}.reshape({_shape_text(shape) if shape else '()'})"
+    if v.op in ("unsqueeze", "squeeze"):
+        return f"{base}.{v.op}({d})"
+    if v.op == "select":
+        return f"{base}.select({d}, {v.index})"
+    if v.op == "narrow":
+        return f"{base}.narrow({d}, {v.index}, {v.length})"
+    return f"{base}.transpose({d}, {v.dim1 + shift})"
+
+
+def _output_exprs(fn: FunctionDef, shift: int = 0) -> list[str]:
+    return [_view_expr(o.ref, o.view, shift) if o.kind == "view" and o.view else o.ref for o in fn.outputs]
+
+
+def _node_lines(fn: FunctionDef, nodes: set[int], indent: str) -> list[str]:
+    return [f"{indent}t{k} = {_node_expr(fn, k)}" for k in sorted(nodes)]
+
+
+def _deps(fn: FunctionDef, roots: list[str]) -> set[int]:
+    seen: set[int] = set()
+    stack = [r for r in roots if r.startswith("t")]
+    while stack:
+        k = int(stack.pop()[1:])
+        if k not in seen:
+            seen.add(k)
+            stack.extend(a for a in fn.nodes[k].args if a.startswith("t"))
+    return seen
+
+
+def _returns(exprs: list[str]) -> str:
+    return exprs[0] if len(exprs) == 1 else ", ".join(exprs)
+
+
+def _forward(fn: FunctionDef) -> list[str]:
+    args = ", ".join(f"x{i}" for i in range(fn.n_inputs))
+    exprs = _output_exprs(fn)
+    if fn.style == "legacy":
+        lines = ["    @staticmethod", f"    def forward(ctx, {args}):"]
+        lines += _node_lines(fn, live_nodes(fn), "        ")
+        saved = []
+        for r in fn.saved:
+            if r.startswith("o"):
+                j = int(r[1:])
+                if not re.fullmatch(r"[xt]\d+", exprs[j]):
+                    lines.append(f"        {r} = {exprs[j]}")
+                    exprs[j] = r
+                saved.append(exprs[j])
+            else:
+                saved.append(r)
+        if saved:
+            lines.append(f"        ctx.save_for_backward({', '.join(saved)})")
+        lines.append(f"        return {_returns(exprs)}")
+        return lines
+    lines = ["    @staticmethod", f"    def forward({args}):"]
+    lines += _node_lines(fn, _deps(fn, [o.ref for o in fn.outputs]), "        ")
+    lines.append(f"        return {_returns(exprs)}")
+    lines += ["", "    @staticmethod", "    def setup_context(ctx, inputs, output):"]
+    recompute = _deps(fn, [r for r in fn.saved if r.startswith("t")])
+    used = set(fn.saved)
+    for k in recompute:
+        used.update(fn.nodes[k].args)
+    xs = [f"x{i}" if f"x{i}" in used else "_" for i in range(fn.n_inputs)]
+    os_ = [f"o{j}" if f"o{j}" in used else "_" for j in range(len(fn.outputs))]
+    if any(x != "_" for x in xs):
+        lines.append(f"        {_tup(xs)} = inputs")
+    if any(o != "_" for o in os_):
+        lines.append(f"        {os_[0] if len(os_) == 1 else _tup(os_)} = output")
+    lines += _node_lines(fn, recompute, "        ")
+    lines.append(f"        ctx.save_for_backward({', '.join(fn.saved)})" if fn.saved else "        pass")
+    return lines
+
+
+def _vmap_rule(fn: FunctionDef) -> list[str]:
+    """A hand-written vmap rule: move batch dims to the front, apply the Function per sample, stack.
+
+    Calling ``apply`` inside the rule (as the torch docs' examples do) keeps the Function's backward in
+    use under outer grad levels; a rule computing forward with plain ops would bypass it.
+    """
+    xs = [f"x{i}" for i in range(fn.n_inputs)]
+    n_out = len(fn.outputs)
+    lines = [
+        "    @staticmethod",
+        f"    def vmap(info, in_dims, {', '.join(xs)}):",
+        f"        {_tup(xs)} = [",
+        "            x.movedim(d, 0) if d is not None else x.expand(info.batch_size, *x.shape)",
+        f"            for x, d in zip(({xs[0] + ',' if len(xs) == 1 else ', '.join(xs)}), in_dims)",
+        "        ]",
+        f"        outs = [{CLASS_NAME}.apply({', '.join(x + '[i]' for x in xs)}) for i in range(info.batch_size)]",
+    ]
+    scale = " * 2" if fn.vmap_rule == "custom_wrong" else ""
+    if fn.vmap_rule == "custom_wrong":
+        lines.append("        # planted bug: this rule contradicts forward (outputs doubled)")
+    if n_out == 1:
+        lines.append(f"        return torch.stack(outs){scale}, 0")
+    else:
+        lines.append(f"        return tuple(torch.stack(o){scale} for o in zip(*outs)), ({', '.join(['0'] * n_out)})")
+    return lines
+
+
+# ----------------------------------------------------------------------------------- backward
+
+
+def _unview_value(name: str, v: View, base: tuple[int, ...]) -> str:
+    if v.op == "view_as":
+        return name
+    if v.op == "reshape":
+        return f"{name}.reshape({_shape_text(base) if base else '()'})"
+    if v.op == "unsqueeze":
+        return f"{name}.squeeze({v.dim})"
+    if v.op == "squeeze":
+        return f"{name}.unsqueeze({v.dim})"
+    assert v.op == "transpose"
+    return f"{name}.transpose({v.dim}, {v.dim1})"
+
+
+def _unview_grad(g: str, v: View, base: tuple[int, ...]) -> str:
+    if v.op in INVERTIBLE_VIEWS:
+        return _unview_value(g, v, base)
+    zeros = f"{g}.new_zeros({_shape_text(base) if base else '()'})"
+    if v.op == "select":
+        return f"{zeros}.select_scatter({g}, {v.dim}, {v.index})"
+    return f"{zeros}.slice_scatter({g}, {v.dim}, {v.index}, {v.index + v.length})"
+
+
+def _backward(fn: FunctionDef, base: tuple[int, ...]) -> list[str]:
+    gs = [f"g{j}" for j in range(len(fn.outputs))]
+    lines = ["    @staticmethod", f"    def backward(ctx, {', '.join(gs)}):"]
+    if fn.unused_grads:
+        unused = ", ".join(f"g{j}" for j in fn.unused_grads)
+        lines.append(f"        # NB: {unused} intentionally not used in computation")
+    if fn.none_grads:
+        nones = ", ".join(f"x{i}" for i in fn.none_grads)
+        lines.append(f"        # NB: returns None for {nones} on purpose")
+    if fn.saved:
+        lines.append(f"        {_tup(list(fn.saved))} = ctx.saved_tensors")
+    val: dict[str, str] = {}
+    for r in fn.saved:
+        v = value_provided_by_saved(fn, r)
+        if v is None or v in val:
+            continue
+        o = fn.outputs[int(r[1:])] if r.startswith("o") else None
+        if o is not None and o.kind == "view" and o.view is not None and o.view.op != "view_as":
+            shape = base  # the base of a view output is an input or a node: both have the base shape
+            lines.append(f"        {v} = {_unview_value(r, o.view, shape)}")
+            val[v] = v
+        else:
+            val[v] = r
+
+    def ensure(v: str) -> None:
+        if v in val:
+            return
+        k = int(v[1:])
+        for a in fn.nodes[k].args:
+            ensure(a)
+        lines.append(f"        {v} = {_node_expr(fn, k, val)}")
+        val[v] = v
+
+    for v in needed_values(fn):
+        ensure(v)
+
+    terms: dict[str, list[str]] = {}
+    for j, o in enumerate(fn.outputs):
+        if j in fn.unused_grads:
+            continue
+        g = f"g{j}"
+        if o.kind == "view" and o.view is not None:
+            g = _unview_grad(g, o.view, base)
+        terms.setdefault(o.ref, []).append(g)
+    live, _ = grad_flows(fn)
+    for k in range(len(fn.nodes) - 1, -1, -1):
+        name = f"t{k}"
+        if name not in live or name not in terms:
+            continue
+        ts = terms[name]
+        if len(ts) == 1 and re.fullmatch(r"g\d+", ts[0]):
+            g = ts[0]
+        else:
+            g = f"g{name}"
+            lines.append(f"        {g} = {' + '.join(ts)}")
+        node = fn.nodes[k]
+        a = node.args
+
+        def V(x: str) -> str:
+            return val.get(x, x)
+
+        if node.op == "add":
+            contrib = [(a[0], g), (a[1], g)]
+        elif node.op == "mul":
+            contrib = [(a[0], f"{g} * {V(a[1])}"), (a[1], f"{g} * {V(a[0])}")]
+        elif node.op == "pow":
+            p = node.exponent
+            contrib = [(a[0], f"{g} * {p} * {V(a[0])}" + (f" ** {p - 1}" if p > 2 else ""))]
+        elif node.op == "sin":
+            contrib = [(a[0], f"{g} * torch.cos({V(a[0])})")]
+        else:  # exp
+            contrib = [(a[0], f"{g} * {V(name)}")]
+        for target, term in contrib:
+            terms.setdefault(target, []).append(term)
+    rets = []
+    for i in range(fn.n_inputs):
+        ts = terms.get(f"x{i}")
+        rets.append(" + ".join(ts) if ts and i not in fn.none_grads else "None")
+    lines.append(f"        return {_returns(rets)}")
+    return lines
+
+
+def render_function(fn: FunctionDef, base: tuple[int, ...]) -> list[str]:
+    lines = [f"class {CLASS_NAME}(torch.autograd.Function):"]
+    if fn.vmap_rule == "generate":
+        lines += ["    generate_vmap_rule = True", ""]
+    lines += _forward(fn)
+    lines.append("")
+    lines += _backward(fn, base)
+    if fn.vmap_rule in ("custom", "custom_wrong"):
+        lines.append("")
+        lines += _vmap_rule(fn)
+    return lines
+
+
+# ------------------------------------------------------------------------------------ the rest
+
+
+def _f(case: Case) -> list[str]:
+    fn = case.function
+    xs = ", ".join(f"x{i}" for i in range(fn.n_inputs))
+    os_ = [f"o{j}" if j in case.f.uses else "_" for j in range(len(fn.outputs))]
+    lhs = os_[0] if len(os_) == 1 else ", ".join(os_)
+    used = [f"o{j}" for j in case.f.uses]
+    if case.f.combine == "sum":
+        ret = " + ".join(f"{o}.sum()" for o in used)
+    else:
+        ret = " + ".join(used)
+    return [
+        f"def f({xs}):",
+        f"    {lhs} = {CLASS_NAME}.apply({xs})",
+        f"    return {ret}",
+    ]
+
+
+def _nested(values: list[float], shape: tuple[int, ...]) -> str:
+    if not shape:
+        return repr(float(values[0]))
+    step = len(values) // shape[0]
+    return "[" + ", ".join(_nested(values[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])) + "]"
+
+
+def _inputs(case: Case) -> list[str]:
+    shape = full_shape(case)
+    dt = f"torch.{case.inputs.dtype}"
+    ts = [f"torch.tensor({_nested(list(v), shape)}, dtype={dt})" for v in case.inputs.values]
+    if len(ts) == 1:
+        return ["def inputs():", f"    return ({ts[0]},)"]
+    return ["def inputs():", "    return (", *[f"        {t}," for t in ts], "    )"]
+
+
+def compose(case: Case, mode: str) -> tuple[str, set[str]]:
+    """The composed call expression for ``mode`` ('functorch' or 'create_graph') and the names it uses."""
+    expr = "f"
+    names: set[str] = set()
+    sums = needs_sum(case)
+    for t, s in reversed(list(zip(case.transforms, sums, strict=True))):
+        if s:
+            expr = f"summed({expr})"
+            names.add("summed")
+        arg = f", argnums={t.argnums}" if t.argnums else ""
+        if t.name == "autograd_grad":
+            expr, name = f"autograd_grad({expr}{arg})", "autograd_grad"
+        elif mode == "functorch":
+            expr, name = (
+                (f"vmap({expr})" if t.name == "vmap" else f"{t.name}({expr}{arg})"),
+                t.name,
+            )
+        elif t.name == "grad":
+            expr, name = (
+                f"autograd_grad({expr}{arg}, create_graph=True)",
+                "autograd_grad",
+            )
+        elif t.name == "vmap":
+            expr, name = f"vmap_loop({expr})", "vmap_loop"
+        else:
+            expr, name = f"jacrev_loop({expr}{arg})", "jacrev_loop"
+        names.add(name)
+    return expr, names
+
+
+def render(case: Case, *, header: tuple[str, ...] | list[str] = ()) -> str:
+    """The standalone repro script for ``case``. ``header`` lines become leading ``#`` comments."""
+    fn = case.function
+    base = tuple(case.inputs.shape)
+    output_shapes(fn, base)  # raises CaseError early on ill-formed views
+    fc_expr, fc_names = compose(case, "functorch")
+    cg_expr, cg_names = compose(case, "create_graph")
+    func_imports = sorted(n for n in fc_names if n in ("grad", "vmap", "jacrev"))
+    helpers = [n for n in ("summed", "autograd_grad", "vmap_loop", "jacrev_loop") if n in fc_names | cg_names]
+    xs = ", ".join(f"x{i}" for i in range(fn.n_inputs))
+    lib = _lib_sources()
+    out: list[str] = [f"# {h}" if h else "#" for h in header]
+    out += ["import sys", "", "import torch"]
+    if func_imports:
+        out.append(f"from torch.func import {', '.join(func_imports)}")
+    out += ["", ""]
+    out += render_function(fn, base)
+    out += ["", ""]
+    out += _f(case)
+    out += ["", ""]
+    out += _inputs(case)
+    for h in helpers:
+        out += ["", "", lib[h]]
+    out += [
+        "",
+        "",
+        f"FUNCTORCH_REQUIRES_GRAD = {any(t.name == 'autograd_grad' for t in case.transforms)}",
+    ]
+    out += ["", "", f"def functorch_mode({xs}):", f"    return {fc_expr}({xs})"]
+    out += ["", "", f"def create_graph_mode({xs}):", f"    return {cg_expr}({xs})"]
+    for name in _RUNTIME:
+        out += ["", "", lib[name]]
+    out += ["", "", 'if __name__ == "__main__":', "    sys.exit(main())", ""]
+    return "\n".join(out)

@@ -1,0 +1,151 @@
+"""What a campaign shows and leaves behind: the live status, the closing table, ``summary.json`` and
+``report.md`` under OUT."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from .campaign import Campaign
+from .compare import FINDING_VERDICTS
+from .fsutil import atomic_write_json, atomic_write_text
+
+
+def status_line(c: Campaign) -> str:
+    """libFuzzer-style one-line status."""
+    s = c.stats
+    v = s.verdicts
+    findings = sum(v[k] for k in FINDING_VERDICTS)
+    verified = sum(b.status == "verified" for b in c.buckets.values())
+    return (
+        f"#{s.cases}\telapsed: {s.elapsed:.0f}s cases/s: {s.rate:.1f} consistent: {v['consistent']}"
+        f" expected: {v['expected']} findings: {findings} buckets: {len(c.buckets)} (verified {verified})"
+        + (f" internal_errors: {s.internal_errors}" if s.internal_errors else "")
+    )
+
+
+class LiveView:
+    """A rich Live panel on a terminal, a plain status line every ``plain_interval`` seconds otherwise."""
+
+    def __init__(self, console: Console, plain_interval: float = 10.0) -> None:
+        self.console = console
+        self.plain_interval = plain_interval
+        self._live: Live | None = None
+        self._last_plain = time.monotonic()
+
+    def __enter__(self) -> LiveView:
+        if self.console.is_terminal:
+            self._live = Live(console=self.console, refresh_per_second=4, transient=True)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.__exit__(None, None, None)
+
+    def tick(self, c: Campaign) -> None:
+        if self._live is not None:
+            self._live.update(self._panel(c))
+        elif time.monotonic() - self._last_plain >= self.plain_interval:
+            self._last_plain = time.monotonic()
+            self.console.print(status_line(c), highlight=False)
+
+    def _panel(self, c: Campaign) -> Group:
+        s = c.stats
+        cfg = c.config
+        limit = []
+        if cfg.duration is not None:
+            limit.append(f"{max(0.0, cfg.duration - s.elapsed):.0f}s left")
+        if cfg.max_cases is not None:
+            limit.append(f"{max(0, cfg.max_cases - s.cases)} cases left")
+        head = Text(
+            f"affuzz  seed {cfg.seed}  torch {c.torch_version}  {s.elapsed:.0f}s elapsed ({', '.join(limit)})  "
+            f"cases {s.cases}  {s.rate:.1f} cases/s",
+            style="bold",
+        )
+        t = Table(box=None, show_header=True, pad_edge=False)
+        for v in s.verdicts:
+            t.add_column(v)
+        t.add_row(*[str(n) for n in s.verdicts.values()])
+        b = Table(title=f"buckets: {len(c.buckets)}", show_header=True)
+        for col in ("bucket", "transforms", "essential features", "hits", "status"):
+            b.add_column(col)
+        for bucket in list(c.buckets.values())[-8:]:
+            sig = bucket.signature
+            b.add_row(sig.id, ">".join(sig.skeleton), ", ".join(sig.features) or "-", str(bucket.hits), bucket.status)
+        return Group(head, t, b)
+
+
+def summary_table(summary: dict[str, Any]) -> Group:
+    counts = Table(title="verdicts")
+    counts.add_column("verdict")
+    counts.add_column("cases", justify="right")
+    for v, n in summary["verdicts"].items():
+        counts.add_row(v, str(n))
+    found = Table(title="findings (one row per bucket)")
+    for col in ("bucket", "verdict", "transforms", "essential features", "hits", "found after", "status"):
+        found.add_column(col)
+    for b in summary["buckets"]:
+        found.add_row(
+            b["id"],
+            b["verdict"],
+            " > ".join(b["transforms"]),
+            ", ".join(b["signature_features"]) or "-",
+            str(b["hits"]),
+            f"{b['seconds_to_find']:.1f}s / {b['cases_to_find']} cases",
+            b["status"],
+        )
+    head = Text(
+        f"{summary['cases']} cases in {summary['elapsed_seconds']:.1f}s ({summary['cases_per_second']} cases/s), "
+        f"seed {summary['seed']}, torch {summary['torch_version']}",
+        style="bold",
+    )
+    return Group(head, counts, found)
+
+
+def report_markdown(summary: dict[str, Any]) -> str:
+    lines = [
+        "# affuzz campaign report",
+        "",
+        f"- torch {summary['torch_version']}, Python {summary['python_version']}, seed {summary['seed']}",
+        f"- {summary['cases']} cases in {summary['elapsed_seconds']:.1f} s ({summary['cases_per_second']} cases/s)",
+        f"- internal errors: {summary['internal_errors']}",
+        "",
+        "## Verdicts",
+        "",
+        "| verdict | cases |",
+        "|---|---:|",
+        *[f"| {v} | {n} |" for v, n in summary["verdicts"].items()],
+        "",
+        "Expected (documented limitations): "
+        + (", ".join(f"{k} {n}" for k, n in summary["expected_by_limitation"].items()) or "none"),
+        "",
+        "## Findings",
+        "",
+    ]
+    if not summary["buckets"]:
+        lines.append("No disagreement found.")
+    else:
+        lines += [
+            "| bucket | verdict | transforms | essential features | hits | found after | status | repro |",
+            "|---|---|---|---|---:|---|---|---|",
+        ]
+        for b in summary["buckets"]:
+            repro = f"{b['path']}/repro.py" if b["path"] else "-"
+            lines.append(
+                f"| {b['id']} | {b['verdict']} | {' > '.join(b['transforms'])} | {', '.join(b['signature_features']) or '-'}"
+                f" | {b['hits']} | {b['seconds_to_find']:.1f} s, {b['cases_to_find']} cases | {b['status']} | {repro} |"
+            )
+        lines += ["", "Each verified repro exits 1 under this torch: `python findings/<bucket>/repro.py`."]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(out: Path, summary: dict[str, Any]) -> None:
+    atomic_write_json(out / "summary.json", summary)
+    atomic_write_text(out / "report.md", report_markdown(summary))

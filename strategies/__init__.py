@@ -1,0 +1,26 @@
+"""Hypothesis strategies for affuzz cases: a public API you may import into your own tests.
+
+    from hypothesis import given
+    from strategies import cases
+
+    @given(cases(max_depth=2))
+    def test_my_property(case): ...
+
+Every strategy is torch-free, takes keyword-only arguments (validated; bad ones raise), and orders its
+choices simplest first, so Hypothesis shrinks toward scalar inputs, one output and one transform.
+"""
+
+from .cases import SHAPES, cases
+from .functions import functions, views
+from .inputs import VALUES, tensor_values
+from .transforms import transform_stacks
+
+__all__ = [
+    "SHAPES",
+    "VALUES",
+    "cases",
+    "functions",
+    "tensor_values",
+    "transform_stacks",
+    "views",
+]

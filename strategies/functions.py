@@ -1,0 +1,183 @@
+"""Custom ``torch.autograd.Function`` definitions (:class:`fuzzer.case.FunctionDef`).
+
+Invariants of every drawn Function:
+
+* 1..``max_inputs`` tensor inputs of one base ``shape``; 1..``max_outputs`` outputs, each computed by a
+  chain of elementwise ops (pow, mul, add, sin, exp), an input returned as-is, or a view of an input or
+  of a computed output (view_as, reshape, unsqueeze, select, narrow, transpose, squeeze).
+* Saved tensors drawn from inputs, outputs and intermediates; inputs are added until the backward can
+  obtain every value it needs (:func:`fuzzer.case.repair_saved`); no dead intermediates (pruned).
+* The backward is the exact VJP except for the deliberately unused grad_outputs and None input grads.
+* It always passes :func:`fuzzer.case.validate`.
+
+Choices are ordered simplest first (one input, one ``pow`` output, setup_context style, no vmap rule),
+so Hypothesis shrinks toward the seed's shape.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+from hypothesis import strategies as st
+
+from fuzzer.case import (
+    MAX_DIM_SIZE,
+    MAX_INPUTS,
+    MAX_NDIM,
+    MAX_NODES,
+    MAX_OUTPUTS,
+    POW_EXPONENTS,
+    STYLES,
+    VMAP_RULES,
+    FunctionDef,
+    Node,
+    Output,
+    View,
+    numel,
+    prune,
+    repair_saved,
+)
+
+from ._validate import check_int_range, check_subset
+
+__all__ = ["functions", "views"]
+
+#: Simplest first.
+OP_ORDER = ("pow", "mul", "add", "sin", "exp")
+#: Drawn 1 time in 4 at most: a Function whose backward returns None for an input is wrong on purpose.
+_rarely = st.integers(0, 3).map(lambda v: v == 3)
+
+
+@st.composite
+def _select(draw: st.DrawFn, shape: tuple[int, ...]) -> View:
+    d = draw(st.integers(0, len(shape) - 1))
+    return View("select", dim=d, index=draw(st.integers(0, shape[d] - 1)))
+
+
+@st.composite
+def _narrow(draw: st.DrawFn, shape: tuple[int, ...]) -> View:
+    d = draw(st.integers(0, len(shape) - 1))
+    length = draw(st.integers(1, shape[d]))
+    return View("narrow", dim=d, index=draw(st.integers(0, shape[d] - length)), length=length)
+
+
+@functools.cache
+def _vmap_rule_st(rules: tuple[str, ...]) -> st.SearchStrategy[str]:
+    """No rule is simplest (index 0) but makes every vmap level a documented error, so it gets one
+    share in six; ``generate`` three, ``custom`` two (when all three are allowed)."""
+    if set(rules) != {"none", "generate", "custom"}:
+        return st.sampled_from(rules)
+    table = ("none", "generate", "generate", "generate", "custom", "custom")
+    return st.integers(0, len(table) - 1).map(table.__getitem__)
+
+
+@functools.cache
+def views(*, shape: tuple[int, ...]) -> st.SearchStrategy[View]:
+    """Views that are well-formed for a tensor of ``shape`` (see :func:`fuzzer.case.view_shape`)."""
+    if not isinstance(shape, tuple) or len(shape) > MAX_NDIM:
+        raise ValueError(f"shape={shape!r} must be a tuple of at most {MAX_NDIM} dims")
+    nd = len(shape)
+    n = numel(shape)
+    options: list[st.SearchStrategy[View]] = [st.just(View("view_as"))]
+    targets = sorted({(n,), (1, n), (n, 1)} - {shape}, key=lambda s: (len(s), s)) + ([()] if n == 1 and shape else [])
+    if targets:
+        options.append(st.sampled_from(targets).map(lambda s: View("reshape", shape=s)))
+    options.append(st.integers(0, nd).map(lambda d: View("unsqueeze", dim=d)))
+    if nd >= 1:
+        options += [_select(shape), _narrow(shape)]
+    if nd == 2:
+        options.append(st.just(View("transpose", dim=0, dim1=1)))
+    ones = [d for d, s in enumerate(shape) if s == 1]
+    if ones:
+        options.append(st.sampled_from(ones).map(lambda d: View("squeeze", dim=d)))
+    return st.one_of(options)
+
+
+def functions(
+    *,
+    shape: tuple[int, ...] = (),
+    n_inputs: int | None = None,
+    max_inputs: int = 3,
+    max_outputs: int = 3,
+    max_nodes: int = 4,
+    styles: Sequence[str] = STYLES,
+    vmap_rules: Sequence[str] = ("none", "generate", "custom"),
+) -> st.SearchStrategy[FunctionDef]:
+    """Function definitions over inputs of base ``shape``.
+
+    ``n_inputs`` fixes the input count (else drawn in ``1..max_inputs``). ``styles`` and ``vmap_rules``
+    restrict the API styles drawn; legacy-style Functions never get a vmap rule. ``custom_wrong`` (a
+    planted, contradicting vmap rule) may be listed explicitly; it is not drawn by default.
+    """
+    if not isinstance(shape, tuple) or len(shape) > MAX_NDIM or any(not 1 <= s <= MAX_DIM_SIZE for s in shape):
+        raise ValueError(f"shape={shape!r} must be a tuple of at most {MAX_NDIM} sizes in 1..{MAX_DIM_SIZE}")
+    check_int_range("max_inputs", max_inputs, 1, MAX_INPUTS)
+    if n_inputs is not None:
+        check_int_range("n_inputs", n_inputs, 1, max_inputs)
+    check_int_range("max_outputs", max_outputs, 1, MAX_OUTPUTS)
+    check_int_range("max_nodes", max_nodes, 1, MAX_NODES)
+    styles = check_subset("styles", styles, STYLES)
+    vmap_rules = check_subset("vmap_rules", vmap_rules, VMAP_RULES)
+    # Legacy-style Functions always raise under torch.func transforms (a documented limitation), so
+    # they are drawn 1 time in 16 when both styles are allowed: enough to keep that path exercised.
+    style_st = (
+        st.integers(0, 15).map(lambda v: "legacy" if v == 15 else "setup_context")
+        if set(styles) == set(STYLES)
+        else st.sampled_from(styles)
+    )
+
+    return _function(
+        shape,
+        n_inputs,
+        max_inputs,
+        max_outputs,
+        max_nodes,
+        styles,
+        vmap_rules,
+        style_st,
+    )
+
+
+@st.composite
+def _function(
+    draw: st.DrawFn,
+    shape: tuple[int, ...],
+    n_inputs: int | None,
+    max_inputs: int,
+    max_outputs: int,
+    max_nodes: int,
+    styles: tuple[str, ...],
+    vmap_rules: tuple[str, ...],
+    style_st: st.SearchStrategy[str],
+) -> FunctionDef:
+    n_in = n_inputs if n_inputs is not None else draw(st.integers(1, max_inputs))
+    xs = [f"x{i}" for i in range(n_in)]
+    nodes: list[Node] = []
+    for k in range(draw(st.integers(1, max_nodes))):
+        op = draw(st.sampled_from(OP_ORDER))
+        avail = xs + [f"t{j}" for j in range(k)]
+        arity = 2 if op in ("mul", "add") else 1
+        args = tuple(draw(st.sampled_from(avail)) for _ in range(arity))
+        exponent = draw(st.sampled_from(POW_EXPONENTS)) if op == "pow" else 2
+        nodes.append(Node(op, args, exponent))
+    node_refs = [f"t{k}" for k in reversed(range(len(nodes)))]  # latest (longest chain) first
+    outputs: list[Output] = []
+    for _ in range(draw(st.integers(1, max_outputs))):
+        kind = draw(st.sampled_from(("node", "input", "view")))
+        if kind == "node":
+            outputs.append(Output("node", draw(st.sampled_from(node_refs))))
+        elif kind == "input":
+            outputs.append(Output("input", draw(st.sampled_from(xs))))
+        else:
+            bases = xs + [o.ref for o in outputs if o.kind == "node"]
+            outputs.append(Output("view", draw(st.sampled_from(bases)), draw(views(shape=shape))))
+    candidates = xs + [f"o{j}" for j in range(len(outputs))] + [f"t{k}" for k in range(len(nodes))]
+    saved = tuple(r for r in candidates if draw(st.booleans()))
+    unused = tuple(j for j in range(len(outputs)) if draw(st.booleans()))
+    nones = tuple(i for i in range(n_in) if draw(_rarely))
+    style = draw(style_st)
+    rules = [r for r in vmap_rules if r == "none"] if style == "legacy" else list(vmap_rules)
+    rule = draw(_vmap_rule_st(tuple(rules))) if rules else "none"
+    fn = FunctionDef(n_in, tuple(nodes), tuple(outputs), saved, unused, nones, style, rule)
+    return prune(repair_saved(fn))

@@ -1,0 +1,74 @@
+"""Transform stacks: 1-3 torch.func levels (grad, vmap, jacrev), optionally under a plain autograd level.
+
+Invariants: every drawn stack is well-formed for any case (``grad`` levels sum a non-scalar inner output,
+see :func:`fuzzer.case.needs_sum`); ``autograd_grad`` only ever appears outermost; vmap batch sizes are
+1..``max_batch_size``. Choices are ordered simplest first, so shrinking goes toward one ``grad`` level,
+no outer autograd level, batch size 1 and argnums 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hypothesis import strategies as st
+
+from fuzzer.case import FUNCTORCH_TRANSFORMS, MAX_BATCH, MAX_INPUTS, Transform
+
+from ._validate import check_int_range, check_min_max, check_subset
+
+__all__ = ["transform_stacks"]
+
+
+def transform_stacks(
+    *,
+    n_inputs: int = 1,
+    min_depth: int = 1,
+    max_depth: int = 3,
+    transforms: Sequence[str] = FUNCTORCH_TRANSFORMS,
+    outer_autograd: bool | None = None,
+    max_batch_size: int = 3,
+) -> st.SearchStrategy[tuple[Transform, ...]]:
+    """Stacks of ``min_depth..max_depth`` functorch levels, outermost first.
+
+    ``outer_autograd``: True always puts a plain ``torch.autograd.grad`` level on top (the seed's shape),
+    False never, None draws it. ``argnums`` are drawn below ``n_inputs``.
+    """
+    check_int_range("n_inputs", n_inputs, 1, MAX_INPUTS)
+    check_int_range("min_depth", min_depth, 1, 3)
+    check_int_range("max_depth", max_depth, 1, 3)
+    check_min_max("min_depth", min_depth, "max_depth", max_depth)
+    names = check_subset("transforms", transforms, FUNCTORCH_TRANSFORMS)
+    check_int_range("max_batch_size", max_batch_size, 1, MAX_BATCH)
+
+    return _stack(names, n_inputs, min_depth, max_depth, outer_autograd, max_batch_size)
+
+
+@st.composite
+def _level(draw: st.DrawFn, names: tuple[str, ...], n_inputs: int, max_batch_size: int) -> Transform:
+    name = draw(st.sampled_from(names))
+    if name == "vmap":
+        return Transform("vmap", batch_size=draw(st.integers(1, max_batch_size)))
+    return Transform(name, argnums=draw(st.integers(0, n_inputs - 1)))
+
+
+@st.composite
+def _stack(
+    draw: st.DrawFn,
+    names: tuple[str, ...],
+    n_inputs: int,
+    min_depth: int,
+    max_depth: int,
+    outer_autograd: bool | None,
+    max_batch_size: int,
+) -> tuple[Transform, ...]:
+    levels = draw(
+        st.lists(
+            _level(names, n_inputs, max_batch_size),
+            min_size=min_depth,
+            max_size=max_depth,
+        )
+    )
+    outer = draw(st.booleans()) if outer_autograd is None else outer_autograd
+    if outer:
+        levels.insert(0, Transform("autograd_grad", argnums=draw(st.integers(0, n_inputs - 1))))
+    return tuple(levels)

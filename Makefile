@@ -1,0 +1,44 @@
+# affuzz: `make fuzz` and `make test` are all a fresh machine needs.
+PYTHON ?= python3
+VENV ?= .venv
+TORCH ?= 2.13.0
+DURATION ?= 60
+SEED ?=
+OUT ?= reports/latest
+BIN := $(VENV)/bin
+
+.PHONY: setup fuzz test lint torch-venv clean help
+.DEFAULT_GOAL := help
+
+help:
+	@echo "make fuzz                 set up .venv if needed, run a $(DURATION) s campaign, print its summary ($(OUT)/)"
+	@echo "make test                 set up .venv if needed, run the test suite"
+	@echo "make lint                 ruff check + format check"
+	@echo "make setup [TORCH=X.Y.Z]  create .venv with torch $(TORCH) and affuzz (editable, dev extra)"
+	@echo "make torch-venv TORCH=X.Y.Z   create .venvs/torch-X.Y.Z (e.g. 2.0.1, the seed's version)"
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check "torch==$(TORCH)"
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e ".[dev]"
+	@touch $@
+
+setup: $(BIN)/.installed
+
+fuzz: setup
+	rm -rf $(OUT)
+	$(BIN)/affuzz run --duration $(DURATION) --out $(OUT) $(if $(SEED),--seed $(SEED))
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+lint: setup
+	$(BIN)/ruff check fuzzer strategies tests bench
+	$(BIN)/ruff format --check fuzzer strategies tests bench
+
+torch-venv:
+	@test -n "$(TORCH)" || (echo "usage: make torch-venv TORCH=X.Y.Z" >&2; exit 2)
+	$(PYTHON) -m fuzzer.torchenv $(TORCH)
+
+clean:
+	rm -rf reports/latest .pytest_cache .ruff_cache

@@ -1,0 +1,83 @@
+"""Acceptance check: does affuzz find the seed bug class by itself, and how fast?
+
+Runs ``affuzz run --duration D --seed S`` under a torch venv for several seeds, then for each run
+reports the first verified ``value_mismatch`` whose features include ``output_is_input`` and
+``saved_output`` (the bug class of ../shared/seed/), its ``seconds_to_find``, and re-runs its
+``repro.py`` in a fresh process to confirm it exits 1. Prints the median seconds_to_find.
+
+    python bench/seed_hunt.py --python .venvs/torch-2.0.1/bin/python --seeds 1,2,3,4,5 --duration 120
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--python", default=".venvs/torch-2.0.1/bin/python")
+    p.add_argument("--seeds", default="1,2,3,4,5")
+    p.add_argument("--duration", type=float, default=120)
+    p.add_argument("--out", type=Path, default=Path("reports/seed-hunt"))
+    args = p.parse_args(argv)
+    args.python = os.path.abspath(args.python)  # not resolve(): a venv's python is a symlink
+    times = []
+    rows = []
+    for seed in [int(s) for s in args.seeds.split(",")]:
+        out = args.out / f"seed{seed}"
+        shutil.rmtree(out, ignore_errors=True)
+        subprocess.run(
+            [
+                args.python,
+                "-m",
+                "fuzzer",
+                "run",
+                "--duration",
+                str(args.duration),
+                "--seed",
+                str(seed),
+                "--out",
+                str(out),
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        summary = json.loads((out / "summary.json").read_text())
+        hits = [
+            b
+            for b in summary["buckets"]
+            if b["status"] == "verified"
+            and b["verdict"] == "value_mismatch"
+            and {"output_is_input", "saved_output"} <= set(b["features"])
+        ]
+        if not hits:
+            rows.append((seed, summary["cases"], None, None, None, len(summary["buckets"])))
+            continue
+        first = min(hits, key=lambda b: b["seconds_to_find"])
+        repro = out / first["path"] / "repro.py"
+        code = subprocess.run([args.python, repro.name], cwd=repro.parent, capture_output=True).returncode
+        times.append(first["seconds_to_find"])
+        rows.append(
+            (seed, summary["cases"], first["seconds_to_find"], first["cases_to_find"], code, len(summary["buckets"]))
+        )
+    print(f"{'seed':>4} {'cases':>7} {'s_to_find':>9} {'cases_to_find':>13} {'repro_rc':>8} {'buckets':>7}")
+    for seed, cases, secs, n, code, buckets in rows:
+        print(
+            f"{seed:>4} {cases:>7} {secs if secs is not None else '-':>9} {n if n is not None else '-':>13} {code if code is not None else '-':>8} {buckets:>7}"
+        )
+    found = sum(r[2] is not None for r in rows)
+    print(
+        f"found the seed class in {found}/{len(rows)} runs; median seconds_to_find: {statistics.median(times) if times else '-'}"
+    )
+    return 0 if found == len(rows) and all(r[4] == 1 for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

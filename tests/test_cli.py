@@ -1,0 +1,68 @@
+"""The command line: bad input gives one clear line and exit code 2; render prints the repro."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import DATA, ROOT
+
+from fuzzer.cli import main
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["run", "--duration", "abc"], "invalid duration 'abc'"),
+        (["run", "--max-cases", "0"], "invalid count '0'"),
+        (["run", "--seed", "x"], "invalid seed 'x'"),
+        (["run", "--duration", "5", "--max-cases", "3"], "not allowed with argument"),
+        (["run", "--frobnicate"], "unrecognized arguments: --frobnicate"),
+        (["explode"], "invalid choice: 'explode'"),
+        (["render", "does/not/exist.json"], "does/not/exist.json: cannot read"),
+    ],
+)
+def test_bad_flags_and_paths_one_line_exit_2(argv: list[str], needle: str, capsys) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err and "error" in err, err
+
+
+def test_render_invalid_case_names_file_and_field(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text((DATA / "seed_case.json").read_text().replace('"pow"', '"rm -rf"'))
+    assert main(["render", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"{bad}: function.nodes[0].op: unknown op 'rm -rf'" in err
+    assert "fix the file" in err
+
+
+def test_render_malformed_json(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "broken.json"
+    bad.write_text("{ not json")
+    assert main(["render", str(bad)]) == 2
+    assert "broken.json: not valid JSON (line 1" in capsys.readouterr().err
+
+
+def test_run_refuses_non_empty_out(tmp_path: Path, capsys) -> None:
+    (tmp_path / "keep.txt").write_text("precious")
+    assert main(["run", "--max-cases", "1", "--out", str(tmp_path)]) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert (tmp_path / "keep.txt").read_text() == "precious"
+
+
+def test_render_prints_repro(capsys) -> None:
+    assert main(["render", str(DATA / "seed_case.json")]) == 0
+    out = capsys.readouterr().out
+    assert "class Fn(torch.autograd.Function):" in out and "def create_graph_mode(x0):" in out
+    compile(out, "<repro>", "exec")
+
+
+def test_module_and_console_script_help() -> None:
+    proc = subprocess.run([sys.executable, "-m", "fuzzer", "run", "--help"], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0
+    for flag in ("--duration", "--max-cases", "--seed", "--out"):
+        assert flag in proc.stdout

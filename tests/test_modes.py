@@ -1,0 +1,62 @@
+"""The create_graph-mode twins compute what torch.func computes (NOTE [mode equivalence]), checked on
+plain differentiable functions where no custom Function is involved."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.func import grad, jacrev, vmap
+
+from fuzzer.repro_lib import autograd_grad, jacrev_loop, summed, vmap_loop
+
+
+def g(x, y):
+    return torch.sin(x) * y**2 + x.exp()
+
+
+def cg_grad(fn, argnums=0):
+    return autograd_grad(fn, argnums=argnums, create_graph=True)
+
+
+STACKS = {
+    "grad": (lambda F: F["grad"](summed(g)), {}),
+    "grad_argnums1": (lambda F: F["grad"](summed(g), argnums=1), {}),
+    "vmap": (lambda F: F["vmap"](g), {"batched": True}),
+    "jacrev": (lambda F: F["jacrev"](g), {}),
+    "grad_vmap": (lambda F: F["grad"](summed(F["vmap"](g))), {"batched": True}),
+    "vmap_grad": (lambda F: F["vmap"](F["grad"](summed(g))), {"batched": True}),
+    "jacrev_jacrev": (lambda F: F["jacrev"](F["jacrev"](g)), {}),
+    "grad_jacrev_vmap": (lambda F: F["grad"](summed(F["jacrev"](F["vmap"](g)))), {"batched": True}),
+}
+FUNCTORCH = {"grad": grad, "vmap": vmap, "jacrev": jacrev}
+CREATE_GRAPH = {"grad": cg_grad, "vmap": vmap_loop, "jacrev": jacrev_loop}
+
+
+@pytest.mark.parametrize("name", list(STACKS))
+def test_twins_match_torch_func(name: str) -> None:
+    build, opts = STACKS[name]
+    shape = (3, 2) if opts.get("batched") else (2,)
+    n = shape[0] * (shape[1] if len(shape) > 1 else 1)
+    x = torch.linspace(-1, 1, n, dtype=torch.float64).reshape(shape)
+    y = torch.linspace(0.5, 2, n, dtype=torch.float64).reshape(shape)
+    expected = build(FUNCTORCH)(x, y)
+    got = build(CREATE_GRAPH)(x.clone().requires_grad_(), y.clone().requires_grad_())
+    torch.testing.assert_close(got, expected)
+
+
+def test_outer_autograd_level_over_functorch_matches_second_derivative() -> None:
+    x = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    second = autograd_grad(grad(torch.sin))(x)
+    torch.testing.assert_close(second, -torch.sin(x.detach()))
+
+
+def test_independent_input_gives_zeros_like_torch_func() -> None:
+    def h(x, y):
+        return (x**2).sum()
+
+    x = torch.ones(2, dtype=torch.float64, requires_grad=True)
+    y = torch.ones(3, dtype=torch.float64, requires_grad=True)
+    torch.testing.assert_close(cg_grad(h, argnums=1)(x, y), grad(h, argnums=1)(x, y))
+    torch.testing.assert_close(
+        jacrev_loop(lambda x, y: x * 1.0, argnums=1)(x, y), jacrev(lambda x, y: x * 1.0, argnums=1)(x, y)
+    )

@@ -27,7 +27,13 @@ from .features import repeated_outputs, returns_none
 
 def _finish(case: Case) -> Case | None:
     fn = prune(repair_saved(case.function))
-    fn = replace(fn, saved=tuple(dict.fromkeys(fn.saved)))
+    saved = tuple(dict.fromkeys(fn.saved))
+    fn = replace(
+        fn,
+        saved=saved,
+        on_ctx=tuple(r for r in fn.on_ctx if r in saved),
+        detached=tuple(r for r in fn.detached if r in saved),
+    )
     try:
         return validate(replace(case, function=fn))
     except CaseError:
@@ -45,25 +51,29 @@ def drop_outputs(case: Case, drop: set[int]) -> Case | None:
     outputs = [fn.outputs[j] for j in keep]
     if any(o.kind == "view" and o.ref.startswith("t") and o.ref not in kept_nodes for o in outputs):
         return None  # a view of a dropped node output would no longer be a view of an output
-    saved = []
+    rename: dict[str, str | None] = {}
     for r in fn.saved:
         if r.startswith("o"):
             j = int(r[1:])
-            if j in drop:
-                v = value_provided_by_saved(fn, r)
-                if v is not None:
-                    saved.append(v)
-                continue
-            r = f"o{new_index[j]}"
-        saved.append(r)
+            rename[r] = value_provided_by_saved(fn, r) if j in drop else f"o{new_index[j]}"
+        else:
+            rename[r] = r
+    saved = tuple(dict.fromkeys(v for r in fn.saved if (v := rename[r]) is not None))
+
+    def keep_saved(refs: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(v for r in refs if (v := rename.get(r)) is not None and v in saved))
+
     uses = tuple(new_index[j] for j in case.f.uses if j in new_index)
     if not uses:
         return None
     fn = replace(
         fn,
         outputs=tuple(outputs),
-        saved=tuple(saved),
+        saved=saved,
+        on_ctx=keep_saved(fn.on_ctx),
+        detached=keep_saved(fn.detached),
         unused_grads=tuple(new_index[j] for j in fn.unused_grads if j in new_index),
+        non_differentiable=tuple(new_index[j] for j in fn.non_differentiable if j in new_index),
     )
     shapes = output_shapes(fn, tuple(case.inputs.shape))
     combine = case.f.combine if len({shapes[j] for j in uses}) == 1 else "sum"
@@ -83,10 +93,15 @@ def without(case: Case, tag: str) -> Case | None:
     if tag == "output_repeated":
         return drop_outputs(case, set(repeated_outputs(case)))
     if tag == "saved_output":
-        saved = tuple(
-            v for r in fn.saved if (v := value_provided_by_saved(fn, r) if r.startswith("o") else r) is not None
-        )
-        return _finish(replace(case, function=replace(fn, saved=saved)))
+
+        def as_value(r: str) -> str | None:
+            return value_provided_by_saved(fn, r) if r.startswith("o") else r
+
+        def mapped(refs: tuple[str, ...]) -> tuple[str, ...]:
+            return tuple(v for r in refs if (v := as_value(r)) is not None)
+
+        function = replace(fn, saved=mapped(fn.saved), on_ctx=mapped(fn.on_ctx), detached=mapped(fn.detached))
+        return _finish(replace(case, function=function))
     if tag == "saved_intermediate":
         return _finish(replace(case, function=replace(fn, saved=tuple(r for r in fn.saved if not r.startswith("t")))))
     if tag == "grad_unused":
@@ -100,4 +115,14 @@ def without(case: Case, tag: str) -> Case | None:
         return _finish(replace(case, function=replace(fn, vmap_rule="custom")))
     if tag == "custom_vmap":
         return _finish(replace(case, function=replace(fn, vmap_rule="generate")))
+    off = {
+        "custom_jvp": {"jvp_rule": False},
+        "once_differentiable": {"once_differentiable": False},
+        "materialize_grads_false": {"materialize_grads": True},
+        "mark_non_differentiable": {"non_differentiable": ()},
+        "saved_on_ctx": {"on_ctx": ()},
+        "saved_detached": {"detached": ()},
+    }
+    if tag in off:
+        return _finish(replace(case, function=replace(fn, **off[tag])))
     return None

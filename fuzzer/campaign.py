@@ -28,9 +28,10 @@ from hypothesis import strategies as st
 
 from .case import Case
 from .compare import ALL_VERDICTS, FINDING_VERDICTS, Limitation, classify, load_registry
-from .execute import run_case
+from .execute import run_case, triage_source
 from .features import features
 from .findings import Finding, stage, verify_and_publish
+from .render import render
 from .signature import Signature, signature
 
 BUFFER_BYTES = 2048
@@ -132,6 +133,9 @@ class Campaign:
             torch_version=self.torch_version,
             found_by=f"{self.config.command} --seed {self.config.seed}",
         )
+        if verdict == "value_mismatch":
+            label, detail = triage_source(render(case))
+            finding.extra.update(triage=label, triage_detail=detail[:500])
         bucket = self.buckets[sig.id] = Bucket(sig, finding)
         staged = stage(self.config.out, finding)
 
@@ -218,6 +222,7 @@ class Campaign:
                     "signature_features": list(b.signature.features),
                     "hits": b.hits,
                     "status": b.status,
+                    "triage": b.first.extra.get("triage"),
                     "seconds_to_find": round(b.first.seconds_to_find, 3),
                     "cases_to_find": b.first.cases_to_find,
                     "path": str(b.path.relative_to(self.config.out)) if b.path else None,

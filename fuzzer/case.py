@@ -29,7 +29,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: Versions :func:`case_from_json` reads. Version 1 lacks the fields version 2 added, all of which have
+#: defaults that mean "not used", so a v1 case loads unchanged.
+READABLE_SCHEMA_VERSIONS = (1, 2)
 
 #: Elementwise forward ops: name -> arity.
 OPS: dict[str, int] = {"pow": 1, "mul": 2, "add": 2, "sin": 1, "exp": 1}
@@ -46,7 +49,12 @@ VIEW_OPS = (
 #: Views whose base can be recovered from the view alone (used when a saved output stands in for its base).
 INVERTIBLE_VIEWS = ("view_as", "reshape", "unsqueeze", "transpose", "squeeze")
 #: functorch transforms the stack may hold, plus the plain-autograd outer level.
-FUNCTORCH_TRANSFORMS = ("grad", "vmap", "jacrev")
+FUNCTORCH_TRANSFORMS = ("grad", "vmap", "jacrev", "jacfwd", "jvp", "vjp", "hessian", "linearize")
+#: Levels whose create_graph twin uses forward-mode AD (torch.autograd.forward_ad). Plain autograd has no
+#: nested dual levels, so a stack holds at most one of them (see NOTE [mode equivalence]).
+FORWARD_MODE_TRANSFORMS = ("jacfwd", "jvp", "linearize")
+VMAP_IN_DIMS = (0, 1, None)
+VMAP_OUT_DIMS = (0, 1)
 OUTER_TRANSFORMS = ("autograd_grad",)
 TRANSFORMS = FUNCTORCH_TRANSFORMS + OUTER_TRANSFORMS
 STYLES = ("setup_context", "legacy")
@@ -110,11 +118,17 @@ class FunctionDef:
     n_inputs: int
     nodes: tuple[Node, ...]
     outputs: tuple[Output, ...]
-    saved: tuple[str, ...] = ()  # refs passed to ctx.save_for_backward, in order
+    saved: tuple[str, ...] = ()  # refs saved for backward, in order
     unused_grads: tuple[int, ...] = ()  # output indices whose grad_output backward ignores
     none_grads: tuple[int, ...] = ()  # input indices for which backward returns None
     style: str = "setup_context"
     vmap_rule: str = "none"
+    jvp_rule: bool = False  # a jvp staticmethod (correct by construction), inputs via ctx.save_for_forward
+    once_differentiable: bool = False  # backward decorated with @once_differentiable
+    materialize_grads: bool = True  # False: ctx.set_materialize_grads(False); backward handles None grads
+    non_differentiable: tuple[int, ...] = ()  # node outputs passed to ctx.mark_non_differentiable
+    on_ctx: tuple[str, ...] = ()  # saved refs kept as ctx attributes instead of save_for_backward
+    detached: tuple[str, ...] = ()  # saved refs saved as .detach()
 
 
 @dataclass(frozen=True)
@@ -141,8 +155,10 @@ class Inputs:
 @dataclass(frozen=True)
 class Transform:
     name: str
-    argnums: int = 0  # grad, jacrev, autograd_grad
+    argnums: int = 0  # every level but vmap
     batch_size: int = 0  # vmap only
+    in_dims: tuple[int | None, ...] = ()  # vmap only: one entry per input; () means all 0
+    out_dims: int = 0  # vmap only
 
 
 @dataclass(frozen=True)
@@ -168,8 +184,35 @@ def batch_sizes(case: Case) -> tuple[int, ...]:
     return tuple(t.batch_size for t in case.transforms if t.name == "vmap")
 
 
+def in_dims_of(t: Transform, n_inputs: int) -> tuple[int | None, ...]:
+    return t.in_dims if t.in_dims else (0,) * n_inputs
+
+
+def level_input_shapes(case: Case) -> list[list[tuple[int, ...]]]:
+    """Shapes of every input at each level, innermost (index 0: what ``f`` sees) to outermost.
+
+    A vmap level with ``in_dims[i] = d`` inserts its batch size at dim ``d`` of input i; None leaves it.
+    """
+    n = case.function.n_inputs
+    shapes = [[tuple(case.inputs.shape)] * n]
+    for t in reversed(case.transforms):
+        cur = list(shapes[-1])
+        if t.name == "vmap":
+            for i, d in enumerate(in_dims_of(t, n)):
+                if d is not None:
+                    cur[i] = cur[i][:d] + (t.batch_size,) + cur[i][d:]
+        shapes.append(cur)
+    return shapes
+
+
+def input_shapes(case: Case) -> list[tuple[int, ...]]:
+    """The full shape of each input tensor the outermost level receives."""
+    return level_input_shapes(case)[-1]
+
+
 def full_shape(case: Case) -> tuple[int, ...]:
-    return batch_sizes(case) + tuple(case.inputs.shape)
+    """Full shape of input 0 (kept for callers that treat all inputs alike)."""
+    return input_shapes(case)[0]
 
 
 def numel(shape: Iterable[int]) -> int:
@@ -231,20 +274,28 @@ def level_output_shapes(case: Case) -> list[tuple[int, ...]]:
 
     Also returns nothing about reductions: :func:`needs_sum` says where a ``grad`` level sums its inner output.
     """
-    base = tuple(case.inputs.shape)
-    in_shape = base  # shape every input has at the current level
+    ins = level_input_shapes(case)
     out = f_output_shape(case)
     shapes = [out]
-    for t in reversed(case.transforms):
-        if t.name == "vmap":
-            in_shape = (t.batch_size,) + in_shape
-            out = (t.batch_size,) + out
-        elif t.name == "jacrev":
-            out = out + in_shape
-        else:  # grad, autograd_grad: gradient has the input's shape
-            out = in_shape
+    for level, t in enumerate(reversed(case.transforms)):
+        out = transform_output_shape(t, out, ins[level])
         shapes.append(out)
     return shapes
+
+
+def transform_output_shape(t: Transform, out: tuple[int, ...], ins: list[tuple[int, ...]]) -> tuple[int, ...]:
+    """Output shape of level ``t`` whose inner function returns ``out`` and whose inputs have shapes ``ins``
+    (as the inner function sees them)."""
+    if t.name == "vmap":
+        return out[: t.out_dims] + (t.batch_size,) + out[t.out_dims :]
+    x = ins[t.argnums]
+    if t.name in ("jacrev", "jacfwd"):
+        return out + x
+    if t.name == "hessian":
+        return out + x + x
+    if t.name in ("jvp", "linearize"):
+        return out
+    return x  # grad, vjp, autograd_grad
 
 
 def needs_sum(case: Case) -> list[bool]:
@@ -262,8 +313,9 @@ def needs_sum(case: Case) -> list[bool]:
 def reference_cost(transforms: Iterable[Transform], base: tuple[int, ...], f_out: tuple[int, ...]) -> int:
     """Rough number of innermost evaluations plus backward passes create_graph mode performs.
 
-    vmap multiplies by its batch size, jacrev by its inner output's numel (one backward per row). Used by
-    the strategies to keep cases cheap.
+    vmap multiplies by its batch size, jacrev by its inner output's numel (one backward per row), jacfwd
+    by its input's numel (one dual pass per column), hessian by both of jacrev-over-jacrev. Treats every
+    input as batched at dim 0 (an upper bound). Used by the strategies to keep cases cheap.
     """
     in_shape = base
     out = f_out
@@ -272,13 +324,15 @@ def reference_cost(transforms: Iterable[Transform], base: tuple[int, ...], f_out
         if t.name == "vmap":
             cost *= t.batch_size
             in_shape = (t.batch_size,) + in_shape
-            out = (t.batch_size,) + out
         elif t.name == "jacrev":
             cost *= max(1, numel(out))
-            out = out + in_shape
+        elif t.name == "jacfwd":
+            cost *= max(1, numel(in_shape))
+        elif t.name == "hessian":
+            cost *= max(1, numel(out)) ** 2 * max(1, numel(in_shape))
         else:
-            out = in_shape
             cost *= 2
+        out = transform_output_shape(replace(t, out_dims=0, in_dims=()), out, [in_shape] * max(1, t.argnums + 1))
     return cost
 
 
@@ -297,7 +351,7 @@ def grad_flows(fn: FunctionDef) -> tuple[set[str], set[str]]:
     live_nodes: set[str] = set()
     live_inputs: set[str] = set()
     for j, o in enumerate(fn.outputs):
-        if j in fn.unused_grads:
+        if j in fn.unused_grads or j in fn.non_differentiable:
             continue
         if o.kind == "node" or (o.kind == "view" and o.ref.startswith("t")):
             live_nodes.add(o.ref)
@@ -414,7 +468,37 @@ def prune(fn: FunctionDef) -> FunctionDef:
 
     nodes = tuple(replace(fn.nodes[k], args=tuple(m(a) for a in fn.nodes[k].args)) for k in keep)
     outputs = tuple(replace(o, ref=m(o.ref)) for o in fn.outputs)
-    return replace(fn, nodes=nodes, outputs=outputs, saved=tuple(m(r) for r in fn.saved))
+    return replace(
+        fn,
+        nodes=nodes,
+        outputs=outputs,
+        saved=tuple(m(r) for r in fn.saved),
+        on_ctx=tuple(m(r) for r in fn.on_ctx),
+        detached=tuple(m(r) for r in fn.detached),
+    )
+
+
+def repair_vmap_dims(case: Case) -> Case:
+    """Clamp every vmap level's ``in_dims``/``out_dims`` to dims that exist at that level (to 0 where
+    not), so a stack drawn before the shapes are known fits them."""
+    n = case.function.n_inputs
+    transforms = list(case.transforms)
+    for _ in range(len(transforms)):
+        c = replace(case, transforms=tuple(transforms))
+        ins, outs = level_input_shapes(c), level_output_shapes(c)
+        changed = False
+        for level, t in enumerate(reversed(transforms)):
+            if t.name != "vmap":
+                continue
+            i = len(transforms) - 1 - level
+            dims = tuple(d if d is None or d <= len(ins[level][k]) else 0 for k, d in enumerate(in_dims_of(t, n)))
+            out_dims = t.out_dims if t.out_dims <= len(outs[level]) else 0
+            if dims != in_dims_of(t, n) or out_dims != t.out_dims:
+                transforms[i] = replace(t, in_dims=dims, out_dims=out_dims)
+                changed = True
+        if not changed:
+            break
+    return replace(case, transforms=tuple(transforms))
 
 
 # ----------------------------------------------------------------------------------- validation
@@ -525,6 +609,31 @@ def validate(case: Case) -> Case:
         "function.vmap_rule",
         "a legacy-style Function cannot have a vmap rule",
     )
+    for name in ("jvp_rule", "once_differentiable", "materialize_grads"):
+        _check(isinstance(getattr(fn, name), bool), f"function.{name}", "must be true or false")
+    referenced = [o.ref for o in fn.outputs]
+    for j in fn.non_differentiable:
+        _check(
+            isinstance(j, int) and 0 <= j < len(fn.outputs), "function.non_differentiable", "output index out of range"
+        )
+        o = fn.outputs[j]
+        _check(
+            o.kind == "node" and referenced.count(o.ref) == 1,
+            "function.non_differentiable",
+            f"output {j} must be a node output no other output refers to",
+        )
+    _check(
+        len(set(fn.non_differentiable)) == len(fn.non_differentiable),
+        "function.non_differentiable",
+        "duplicate entries",
+    )
+    for name in ("on_ctx", "detached"):
+        sub = getattr(fn, name)
+        _check(
+            all(r in fn.saved for r in sub) and len(set(sub)) == len(sub),
+            f"function.{name}",
+            "must list distinct entries of function.saved",
+        )
     missing = missing_values(fn)
     _check(
         not missing,
@@ -580,8 +689,26 @@ def validate(case: Case) -> Case:
                 f"{w}.batch_size",
                 f"must be 1..{MAX_BATCH}",
             )
+            if t.in_dims:
+                _check(len(t.in_dims) == fn.n_inputs, f"{w}.in_dims", f"needs one entry per input ({fn.n_inputs})")
+                for d in t.in_dims:
+                    _check(
+                        d in VMAP_IN_DIMS and not isinstance(d, bool),
+                        f"{w}.in_dims",
+                        f"entries must be one of {VMAP_IN_DIMS}",
+                    )
+                _check(any(d is not None for d in t.in_dims), f"{w}.in_dims", "at least one input must be batched")
+            _check(
+                t.out_dims in VMAP_OUT_DIMS and not isinstance(t.out_dims, bool),
+                f"{w}.out_dims",
+                f"must be one of {VMAP_OUT_DIMS}",
+            )
         else:
-            _check(t.batch_size == 0, f"{w}.batch_size", "only vmap has a batch size")
+            _check(
+                t.batch_size == 0 and not t.in_dims and t.out_dims == 0,
+                w,
+                "only vmap has batch_size, in_dims and out_dims",
+            )
             _check(
                 isinstance(t.argnums, int) and 0 <= t.argnums < fn.n_inputs,
                 f"{w}.argnums",
@@ -592,13 +719,32 @@ def validate(case: Case) -> Case:
         "transforms",
         "needs at least one torch.func transform",
     )
-    n = numel(full_shape(case))
-    for i, vals in enumerate(inp.values):
+    _check(
+        sum(t.name in FORWARD_MODE_TRANSFORMS for t in case.transforms) <= 1,
+        "transforms",
+        f"at most one forward-mode level ({', '.join(FORWARD_MODE_TRANSFORMS)})",
+    )
+    ins = level_input_shapes(case)
+    outs = level_output_shapes(case)
+    depth = len(case.transforms)
+    for level, t in enumerate(reversed(case.transforms)):
+        if t.name != "vmap":
+            continue
+        w = f"transforms[{depth - 1 - level}]"
+        for i, d in enumerate(in_dims_of(t, fn.n_inputs)):
+            _check(
+                d is None or d <= len(ins[level][i]),
+                f"{w}.in_dims",
+                f"dim {d} out of range for input {i} of shape {ins[level][i]}",
+            )
         _check(
-            len(vals) == n,
-            f"inputs.values[{i}]",
-            f"has {len(vals)} values, shape {full_shape(case)} needs {n}",
+            t.out_dims <= len(outs[level]),
+            f"{w}.out_dims",
+            f"dim {t.out_dims} out of range for output shape {outs[level]}",
         )
+    for i, (vals, shape) in enumerate(zip(inp.values, input_shapes(case), strict=True)):
+        n = numel(shape)
+        _check(len(vals) == n, f"inputs.values[{i}]", f"has {len(vals)} values, shape {shape} needs {n}")
         _check(
             all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in vals),
             f"inputs.values[{i}]",
@@ -660,6 +806,12 @@ def case_to_json(case: Case) -> dict[str, Any]:
             "none_grads": list(fn.none_grads),
             "style": fn.style,
             "vmap_rule": fn.vmap_rule,
+            "jvp_rule": fn.jvp_rule,
+            "once_differentiable": fn.once_differentiable,
+            "materialize_grads": fn.materialize_grads,
+            "non_differentiable": list(fn.non_differentiable),
+            "on_ctx": list(fn.on_ctx),
+            "detached": list(fn.detached),
         },
         "f": {"uses": list(case.f.uses), "combine": case.f.combine},
         "inputs": {
@@ -670,7 +822,11 @@ def case_to_json(case: Case) -> dict[str, Any]:
         "transforms": [
             {
                 "name": t.name,
-                **({"batch_size": t.batch_size} if t.name == "vmap" else {"argnums": t.argnums}),
+                **(
+                    {"batch_size": t.batch_size, "in_dims": list(t.in_dims), "out_dims": t.out_dims}
+                    if t.name == "vmap"
+                    else {"argnums": t.argnums}
+                ),
             }
             for t in case.transforms
         ],
@@ -722,15 +878,17 @@ def case_from_json(data: Any) -> Case:
     )
     version = d["schema_version"]
     _check(
-        version == SCHEMA_VERSION,
+        version in READABLE_SCHEMA_VERSIONS and not isinstance(version, bool),
         "schema_version",
-        f"unsupported version {version!r} (this affuzz reads {SCHEMA_VERSION})",
+        f"unsupported version {version!r} (this affuzz reads {', '.join(map(str, READABLE_SCHEMA_VERSIONS))})",
     )
+    v2 = version >= 2
+    v2_function = ("jvp_rule", "once_differentiable", "materialize_grads", "non_differentiable", "on_ctx", "detached")
     fd = _obj(
         d["function"],
         "function",
         ("n_inputs", "nodes", "outputs"),
-        ("saved", "unused_grads", "none_grads", "style", "vmap_rule"),
+        ("saved", "unused_grads", "none_grads", "style", "vmap_rule", *(v2_function if v2 else ())),
     )
     nodes = []
     for k, nd in enumerate(_list(fd["nodes"], "function.nodes")):
@@ -777,6 +935,15 @@ def case_from_json(data: Any) -> Case:
         ),
         style=fd.get("style", "setup_context"),
         vmap_rule=fd.get("vmap_rule", "none"),
+        jvp_rule=fd.get("jvp_rule", False),
+        once_differentiable=fd.get("once_differentiable", False),
+        materialize_grads=fd.get("materialize_grads", True),
+        non_differentiable=tuple(
+            _int(j, "function.non_differentiable")
+            for j in _list(fd.get("non_differentiable", []), "function.non_differentiable")
+        ),
+        on_ctx=tuple(_list(fd.get("on_ctx", []), "function.on_ctx")),
+        detached=tuple(_list(fd.get("detached", []), "function.detached")),
     )
     f = _obj(d["f"], "f", ("uses",), ("combine",))
     idata = _obj(d["inputs"], "inputs", ("shape", "values"), ("dtype",))
@@ -789,12 +956,18 @@ def case_from_json(data: Any) -> Case:
     )
     transforms = []
     for i, td in enumerate(_list(d["transforms"], "transforms")):
-        td = _obj(td, f"transforms[{i}]", ("name",), ("argnums", "batch_size"))
+        w = f"transforms[{i}]"
+        td = _obj(td, w, ("name",), ("argnums", "batch_size", *(("in_dims", "out_dims") if v2 else ())))
+        in_dims = tuple(
+            None if v is None else _int(v, f"{w}.in_dims") for v in _list(td.get("in_dims", []), f"{w}.in_dims")
+        )
         transforms.append(
             Transform(
                 name=td["name"],
-                argnums=_int(td.get("argnums", 0), f"transforms[{i}].argnums"),
-                batch_size=_int(td.get("batch_size", 0), f"transforms[{i}].batch_size"),
+                argnums=_int(td.get("argnums", 0), f"{w}.argnums"),
+                batch_size=_int(td.get("batch_size", 0), f"{w}.batch_size"),
+                in_dims=in_dims,
+                out_dims=_int(td.get("out_dims", 0), f"{w}.out_dims"),
             )
         )
     meta = d.get("meta", {})

@@ -10,6 +10,7 @@ the file is additionally run in a fresh interpreter (:mod:`fuzzer.findings`).
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,11 +56,32 @@ def run_source(source: str, name: str = "<affuzz case>") -> Outcome:
     """Exec ``source`` (a rendered repro) in a fresh namespace and run its ``check()``."""
     code = compile(source, name, "exec")
     ns: dict[str, Any] = {"__name__": "affuzz_case"}
-    exec(code, ns)  # noqa: S102 (rendered from the closed IR vocabulary only)
     start = time.perf_counter()
-    verdict, fc, ref = ns["check"]()
+    with warnings.catch_warnings():
+        # torch's own deprecation and tracing warnings (e.g. linearize's make_fx) would flood a campaign
+        warnings.simplefilter("ignore")
+        exec(code, ns)  # noqa: S102 (rendered from the closed IR vocabulary only)
+        verdict, fc, ref = ns["check"]()
     return Outcome(verdict, _side(fc), _side(ref), time.perf_counter() - start)
 
 
 def run_case(case: Case) -> Outcome:
     return run_source(render(case))
+
+
+TRIAGE_LABELS = ("functorch_wrong", "reference_wrong", "both_wrong", "undetermined")
+
+
+def triage_source(source: str, name: str = "<affuzz triage>") -> tuple[str, str]:
+    """Run a rendered repro's ``check()`` then its finite-difference ``triage()``: (label, detail).
+
+    Only meaningful for a value_mismatch; the label is one of :data:`TRIAGE_LABELS`.
+    """
+    ns: dict[str, Any] = {"__name__": "affuzz_case"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(source, name, "exec"), ns)  # noqa: S102
+        verdict, fc, ref = ns["check"]()
+        if verdict != "value_mismatch":
+            return "undetermined", f"the case gave {verdict} when re-run"
+        return ns["triage"](fc[0], ref[0])

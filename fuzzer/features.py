@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from .case import Case, grad_flows
 
-#: Every tag affuzz knows, in report order. Tags after ``custom_vmap`` are reserved for vocabulary that
-#: the current case IR cannot express yet; :func:`features` never returns them.
+#: Every tag affuzz knows, in report order. :data:`RESERVED` ones name vocabulary the case IR cannot
+#: express yet; :func:`features` never returns them.
 ALL_FEATURES = (
     "output_is_input",
     "output_is_view",
@@ -19,6 +19,8 @@ ALL_FEATURES = (
     "saved_input",
     "saved_output",
     "saved_intermediate",
+    "saved_on_ctx",
+    "saved_detached",
     "grad_unused",
     "backward_returns_none",
     "legacy_forward",
@@ -32,6 +34,9 @@ ALL_FEATURES = (
     "non_tensor_input",
     "non_tensor_output",
 )
+
+
+RESERVED = ("mark_dirty", "non_tensor_input", "non_tensor_output")
 
 
 def features(case: Case) -> tuple[str, ...]:
@@ -60,6 +65,15 @@ def features(case: Case) -> tuple[str, ...]:
         tags.add("generate_vmap_rule")
     elif fn.vmap_rule in ("custom", "custom_wrong"):
         tags.add("custom_vmap")
+    flags = {
+        "custom_jvp": fn.jvp_rule,
+        "once_differentiable": fn.once_differentiable,
+        "materialize_grads_false": not fn.materialize_grads,
+        "mark_non_differentiable": bool(fn.non_differentiable),
+        "saved_on_ctx": bool(fn.on_ctx),
+        "saved_detached": bool(fn.detached),
+    }
+    tags.update(t for t, on in flags.items() if on)
     return tuple(t for t in ALL_FEATURES if t in tags)
 
 
@@ -84,3 +98,22 @@ def input_gets_grad(case: Case) -> list[bool]:
 
 def returns_none(case: Case) -> bool:
     return not all(input_gets_grad(case))
+
+
+def derivatives_exact(case: Case) -> bool:
+    """Whether the Function's derivative rules are mathematically exact at every order for ``f``, so that
+    finite differences of its forward are ground truth for triage: no dropped grad term of an output
+    ``f`` uses (an output ``f`` ignores has zero gradient, so dropping it is exact, as in the seed), no
+    None grads, no planted vmap bug, nothing detached, no once_differentiable, no output declared
+    non-differentiable."""
+    fn = case.function
+    _, live_inputs = grad_flows(fn)
+    return (
+        not any(j in case.f.uses for j in fn.unused_grads)
+        and not fn.none_grads
+        and all(f"x{i}" in live_inputs for i in range(fn.n_inputs) if any(t.argnums == i for t in case.transforms))
+        and fn.vmap_rule != "custom_wrong"
+        and not fn.detached
+        and not fn.once_differentiable
+        and not fn.non_differentiable
+    )

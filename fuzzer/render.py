@@ -18,30 +18,32 @@ from .case import (
     INVERTIBLE_VIEWS,
     Case,
     FunctionDef,
+    Transform,
     View,
-    full_shape,
     grad_flows,
+    in_dims_of,
+    input_shapes,
     live_nodes,
     needed_values,
     needs_sum,
     output_shapes,
     value_provided_by_saved,
 )
+from .features import derivatives_exact
 
 CLASS_NAME = "Fn"
-_RUNTIME = ("run", "check", "show", "main")
+_RUNTIME = ("run", "check", "triage", "show", "main")
 
 
 @functools.cache
 def _lib_sources() -> dict[str, str]:
-    path = Path(__file__).with_name("repro_lib.py")
-    text = path.read_text(encoding="utf-8")
-    tree = ast.parse(text)
     out = {}
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef):
-            src = ast.get_source_segment(text, node) or ""
-            out[node.name] = re.sub(r"\s+# noqa[^\n]*", "", src)
+    for name in ("repro_lib.py", "repro_fd.py"):
+        text = Path(__file__).with_name(name).read_text(encoding="utf-8")
+        for node in ast.parse(text).body:
+            if isinstance(node, ast.FunctionDef):
+                src = ast.get_source_segment(text, node) or ""
+                out[node.name] = re.sub(r"\s+# noqa[^\n]*", "", src)
     return out
 
 
@@ -108,24 +110,47 @@ def _returns(exprs: list[str]) -> str:
     return exprs[0] if len(exprs) == 1 else ", ".join(exprs)
 
 
+def _ctx_lines(fn: FunctionDef, name_of: dict[str, str], indent: str) -> list[str]:
+    """What forward/setup_context tells ctx: saved tensors (save_for_backward, or ctx attributes; some
+    detached), tensors saved for jvp, non-differentiable outputs, materialize_grads."""
+    lines = []
+
+    def value(r: str) -> str:
+        v = name_of.get(r, r)
+        return f"{v}.detach()" if r in fn.detached else v
+
+    for r in fn.on_ctx:
+        lines.append(f"{indent}ctx.{r} = {value(r)}")
+    on_saved = [value(r) for r in fn.saved if r not in fn.on_ctx]
+    if on_saved:
+        lines.append(f"{indent}ctx.save_for_backward({', '.join(on_saved)})")
+    if fn.jvp_rule:
+        lines.append(f"{indent}ctx.save_for_forward({', '.join(f'x{i}' for i in range(fn.n_inputs))})")
+    if fn.non_differentiable:
+        lines.append(
+            f"{indent}ctx.mark_non_differentiable({', '.join(name_of.get(f'o{j}', f'o{j}') for j in fn.non_differentiable)})"
+        )
+    if not fn.materialize_grads:
+        lines.append(f"{indent}ctx.set_materialize_grads(False)")
+    return lines
+
+
 def _forward(fn: FunctionDef) -> list[str]:
     args = ", ".join(f"x{i}" for i in range(fn.n_inputs))
     exprs = _output_exprs(fn)
     if fn.style == "legacy":
         lines = ["    @staticmethod", f"    def forward(ctx, {args}):"]
         lines += _node_lines(fn, live_nodes(fn), "        ")
-        saved = []
-        for r in fn.saved:
-            if r.startswith("o"):
-                j = int(r[1:])
+        name_of: dict[str, str] = {}
+        needed = {r for r in fn.saved if r.startswith("o")} | {f"o{j}" for j in fn.non_differentiable}
+        for j in range(len(fn.outputs)):
+            r = f"o{j}"
+            if r in needed:
                 if not re.fullmatch(r"[xt]\d+", exprs[j]):
                     lines.append(f"        {r} = {exprs[j]}")
                     exprs[j] = r
-                saved.append(exprs[j])
-            else:
-                saved.append(r)
-        if saved:
-            lines.append(f"        ctx.save_for_backward({', '.join(saved)})")
+                name_of[r] = exprs[j]
+        lines += _ctx_lines(fn, name_of, "        ")
         lines.append(f"        return {_returns(exprs)}")
         return lines
     lines = ["    @staticmethod", f"    def forward({args}):"]
@@ -133,7 +158,9 @@ def _forward(fn: FunctionDef) -> list[str]:
     lines.append(f"        return {_returns(exprs)}")
     lines += ["", "    @staticmethod", "    def setup_context(ctx, inputs, output):"]
     recompute = _deps(fn, [r for r in fn.saved if r.startswith("t")])
-    used = set(fn.saved)
+    used = set(fn.saved) | {f"o{j}" for j in fn.non_differentiable}
+    if fn.jvp_rule:
+        used |= {f"x{i}" for i in range(fn.n_inputs)}
     for k in recompute:
         used.update(fn.nodes[k].args)
     xs = [f"x{i}" if f"x{i}" in used else "_" for i in range(fn.n_inputs)]
@@ -143,7 +170,43 @@ def _forward(fn: FunctionDef) -> list[str]:
     if any(o != "_" for o in os_):
         lines.append(f"        {os_[0] if len(os_) == 1 else _tup(os_)} = output")
     lines += _node_lines(fn, recompute, "        ")
-    lines.append(f"        ctx.save_for_backward({', '.join(fn.saved)})" if fn.saved else "        pass")
+    lines += _ctx_lines(fn, {}, "        ") or ["        pass"]
+    return lines
+
+
+def _jvp_rule(fn: FunctionDef) -> list[str]:
+    """The jvp staticmethod: the exact JVP of forward, from the inputs saved with save_for_forward."""
+    n = fn.n_inputs
+    xs = [f"x{i}" for i in range(n)]
+    lines = ["    @staticmethod", f"    def jvp(ctx, {', '.join('t' + x for x in xs)}):"]
+    lines.append(f"        {_tup(xs)} = ctx.saved_tensors")
+    if n > 1:
+        lines += [f"        t{x} = torch.zeros_like({x}) if t{x} is None else t{x}" for x in xs]
+    live = _deps(fn, [o.ref for o in fn.outputs])
+    values = [f"t{k}" for k in live if fn.nodes[k].op == "exp"]
+    values += [a for k in live if fn.nodes[k].op in ("mul", "pow", "sin") for a in fn.nodes[k].args]
+    lines += _node_lines(fn, _deps(fn, values), "        ")
+
+    def tan(v: str) -> str:
+        return f"t{v}" if v.startswith("x") else f"d{v}"
+
+    for k in sorted(live):
+        node, a = fn.nodes[k], fn.nodes[k].args
+        if node.op == "add":
+            e = f"{tan(a[0])} + {tan(a[1])}"
+        elif node.op == "mul":
+            e = f"{tan(a[0])} * {a[1]} + {a[0]} * {tan(a[1])}"
+        elif node.op == "pow":
+            e = f"{tan(a[0])} * {node.exponent} * {a[0]}" + (f" ** {node.exponent - 1}" if node.exponent > 2 else "")
+        elif node.op == "sin":
+            e = f"{tan(a[0])} * torch.cos({a[0]})"
+        else:
+            e = f"{tan(a[0])} * t{k}"
+        lines.append(f"        dt{k} = {e}")
+    # Forward AD requires the tangent of an output that is a view (or an input as-is) to be a view too.
+    outs = [_view_expr(tan(o.ref), o.view or View("view_as")) if o.kind != "node" else tan(o.ref) for o in fn.outputs]
+    outs = ["None" if j in fn.non_differentiable else e for j, e in enumerate(outs)]  # no tangent
+    lines.append(f"        return {_returns(outs)}")
     return lines
 
 
@@ -199,17 +262,29 @@ def _unview_grad(g: str, v: View, base: tuple[int, ...]) -> str:
     return f"{zeros}.slice_scatter({g}, {v.dim}, {v.index}, {v.index + v.length})"
 
 
-def _backward(fn: FunctionDef, base: tuple[int, ...]) -> list[str]:
+def _backward(fn: FunctionDef, base: tuple[int, ...], dtype: str) -> list[str]:
     gs = [f"g{j}" for j in range(len(fn.outputs))]
-    lines = ["    @staticmethod", f"    def backward(ctx, {', '.join(gs)}):"]
+    lines = ["    @staticmethod"]
+    if fn.once_differentiable:
+        lines.append("    @once_differentiable")
+    lines.append(f"    def backward(ctx, {', '.join(gs)}):")
     if fn.unused_grads:
         unused = ", ".join(f"g{j}" for j in fn.unused_grads)
         lines.append(f"        # NB: {unused} intentionally not used in computation")
     if fn.none_grads:
         nones = ", ".join(f"x{i}" for i in fn.none_grads)
         lines.append(f"        # NB: returns None for {nones} on purpose")
-    if fn.saved:
-        lines.append(f"        {_tup(list(fn.saved))} = ctx.saved_tensors")
+    from_saved = [r for r in fn.saved if r not in fn.on_ctx]
+    if from_saved:
+        lines.append(f"        {_tup(from_saved)} = ctx.saved_tensors")
+    lines += [f"        {r} = ctx.{r}" for r in fn.on_ctx]
+    skipped = set(fn.unused_grads) | set(fn.non_differentiable)
+    if not fn.materialize_grads:
+        shapes = output_shapes(fn, base)
+        for j in range(len(fn.outputs)):
+            if j not in skipped:
+                shape = _shape_text(shapes[j]) if shapes[j] else "()"
+                lines.append(f"        g{j} = torch.zeros({shape}, dtype=torch.{dtype}) if g{j} is None else g{j}")
     val: dict[str, str] = {}
     for r in fn.saved:
         v = value_provided_by_saved(fn, r)
@@ -237,7 +312,7 @@ def _backward(fn: FunctionDef, base: tuple[int, ...]) -> list[str]:
 
     terms: dict[str, list[str]] = {}
     for j, o in enumerate(fn.outputs):
-        if j in fn.unused_grads:
+        if j in skipped:
             continue
         g = f"g{j}"
         if o.kind == "view" and o.view is not None:
@@ -281,13 +356,16 @@ def _backward(fn: FunctionDef, base: tuple[int, ...]) -> list[str]:
     return lines
 
 
-def render_function(fn: FunctionDef, base: tuple[int, ...]) -> list[str]:
+def render_function(fn: FunctionDef, base: tuple[int, ...], dtype: str = "float64") -> list[str]:
     lines = [f"class {CLASS_NAME}(torch.autograd.Function):"]
     if fn.vmap_rule == "generate":
         lines += ["    generate_vmap_rule = True", ""]
     lines += _forward(fn)
     lines.append("")
-    lines += _backward(fn, base)
+    lines += _backward(fn, base, dtype)
+    if fn.jvp_rule:
+        lines.append("")
+        lines += _jvp_rule(fn)
     if fn.vmap_rule in ("custom", "custom_wrong"):
         lines.append("")
         lines += _vmap_rule(fn)
@@ -322,41 +400,103 @@ def _nested(values: list[float], shape: tuple[int, ...]) -> str:
 
 
 def _inputs(case: Case) -> list[str]:
-    shape = full_shape(case)
     dt = f"torch.{case.inputs.dtype}"
-    ts = [f"torch.tensor({_nested(list(v), shape)}, dtype={dt})" for v in case.inputs.values]
+    ts = [
+        f"torch.tensor({_nested(list(v), shape)}, dtype={dt})"
+        for v, shape in zip(case.inputs.values, input_shapes(case), strict=True)
+    ]
     if len(ts) == 1:
         return ["def inputs():", f"    return ({ts[0]},)"]
     return ["def inputs():", "    return (", *[f"        {t}," for t in ts], "    )"]
 
 
+#: functorch-mode spelling of each level (None: the name itself, from torch.func).
+_FUNCTORCH_NAMES = {"jvp": "jvp_ones", "vjp": "vjp_ones", "linearize": "linearize_ones"}
+#: create_graph-mode twin of each level (NOTE [mode equivalence] in fuzzer/repro_lib.py).
+_TWINS = {
+    "grad": "autograd_grad",
+    "vjp": "autograd_grad",
+    "jacrev": "jacrev_loop",
+    "hessian": "jacrev_loop",
+    "jacfwd": "jacfwd_dual",
+    "jvp": "jvp_dual",
+    "linearize": "jvp_dual",
+    "vmap": "vmap_loop",
+    "autograd_grad": "autograd_grad",
+}
+#: finite-difference twin of each level, for triage (fuzzer/repro_fd.py).
+_FD_TWINS = {
+    "grad": "fd_grad",
+    "vjp": "fd_vjp",
+    "autograd_grad": "fd_vjp",
+    "jacrev": "fd_jac",
+    "jacfwd": "fd_jac",
+    "hessian": "fd_hessian",
+    "jvp": "fd_jvp",
+    "linearize": "fd_jvp",
+    "vmap": "vmap_loop",
+}
+_TORCH_FUNC = ("grad", "vmap", "jacrev", "jacfwd", "hessian")
+_HELPER_ORDER = (
+    "summed",
+    "autograd_grad",
+    "vmap_loop",
+    "jacrev_loop",
+    "_replace_arg",
+    "jacfwd_dual",
+    "jvp_dual",
+    "vjp_ones",
+    "jvp_ones",
+    "linearize_ones",
+    "fd_jac",
+    "fd_grad",
+    "fd_vjp",
+    "fd_jvp",
+    "fd_hessian",
+)
+
+
+def _vmap_args(t: Transform, n_inputs: int) -> str:
+    dims = in_dims_of(t, n_inputs)
+    text = ""
+    if any(d != 0 for d in dims):
+        text += f", in_dims={dims[0]}" if n_inputs == 1 else f", in_dims=({', '.join(map(str, dims))})"
+    if t.out_dims:
+        text += f", out_dims={t.out_dims}"
+    return text
+
+
 def compose(case: Case, mode: str) -> tuple[str, set[str]]:
-    """The composed call expression for ``mode`` ('functorch' or 'create_graph') and the names it uses."""
+    """The composed call expression for ``mode`` ('functorch', 'create_graph' or 'fd': finite
+    differences, for triage) and the names it uses."""
     expr = "f"
     names: set[str] = set()
     sums = needs_sum(case)
+    n = case.function.n_inputs
     for t, s in reversed(list(zip(case.transforms, sums, strict=True))):
         if s:
             expr = f"summed({expr})"
             names.add("summed")
         arg = f", argnums={t.argnums}" if t.argnums else ""
-        if t.name == "autograd_grad":
-            expr, name = f"autograd_grad({expr}{arg})", "autograd_grad"
-        elif mode == "functorch":
-            expr, name = (
-                (f"vmap({expr})" if t.name == "vmap" else f"{t.name}({expr}{arg})"),
-                t.name,
-            )
-        elif t.name == "grad":
-            expr, name = (
-                f"autograd_grad({expr}{arg}, create_graph=True)",
-                "autograd_grad",
-            )
-        elif t.name == "vmap":
-            expr, name = f"vmap_loop({expr})", "vmap_loop"
+        if t.name == "vmap":
+            arg = _vmap_args(t, n)
+        if mode == "fd":
+            name = _FD_TWINS[t.name]
+            expr = f"{name}({expr}{arg})"
+        elif mode == "functorch" or t.name == "autograd_grad":
+            name = _FUNCTORCH_NAMES.get(t.name, t.name)
+            expr = f"{name}({expr}{arg})"
         else:
-            expr, name = f"jacrev_loop({expr}{arg})", "jacrev_loop"
+            name = _TWINS[t.name]
+            if t.name == "hessian":
+                expr = f"{name}({name}({expr}{arg}){arg})"
+            elif name == "autograd_grad":
+                expr = f"{name}({expr}{arg}, create_graph=True)"
+            else:
+                expr = f"{name}({expr}{arg})"
         names.add(name)
+        if name in ("vjp_ones", "jvp_ones", "linearize_ones", "jvp_dual", "jacfwd_dual"):
+            names.add("_replace_arg")
     return expr, names
 
 
@@ -367,16 +507,22 @@ def render(case: Case, *, header: tuple[str, ...] | list[str] = ()) -> str:
     output_shapes(fn, base)  # raises CaseError early on ill-formed views
     fc_expr, fc_names = compose(case, "functorch")
     cg_expr, cg_names = compose(case, "create_graph")
-    func_imports = sorted(n for n in fc_names if n in ("grad", "vmap", "jacrev"))
-    helpers = [n for n in ("summed", "autograd_grad", "vmap_loop", "jacrev_loop") if n in fc_names | cg_names]
+    exact = derivatives_exact(case)
+    fd_expr, fd_names = compose(case, "fd") if exact else ("", set())
+    if "fd_hessian" in fd_names or "fd_grad" in fd_names:
+        fd_names.add("fd_jac")
+    func_imports = sorted(n for n in fc_names if n in _TORCH_FUNC)
+    helpers = [n for n in _HELPER_ORDER if n in fc_names | cg_names | fd_names]
     xs = ", ".join(f"x{i}" for i in range(fn.n_inputs))
     lib = _lib_sources()
     out: list[str] = [f"# {h}" if h else "#" for h in header]
     out += ["import sys", "", "import torch"]
+    if fn.once_differentiable:
+        out.append("from torch.autograd.function import once_differentiable")
     if func_imports:
         out.append(f"from torch.func import {', '.join(func_imports)}")
     out += ["", ""]
-    out += render_function(fn, base)
+    out += render_function(fn, base, case.inputs.dtype)
     out += ["", ""]
     out += _f(case)
     out += ["", ""]
@@ -390,6 +536,10 @@ def render(case: Case, *, header: tuple[str, ...] | list[str] = ()) -> str:
     ]
     out += ["", "", f"def functorch_mode({xs}):", f"    return {fc_expr}({xs})"]
     out += ["", "", f"def create_graph_mode({xs}):", f"    return {cg_expr}({xs})"]
+    if exact:
+        out += ["", "", f"def fd_mode({xs}):", f"    return {fd_expr}({xs})"]
+    else:
+        out += ["", "", "fd_mode = None  # derivative rules deliberately not exact: no finite-difference triage"]
     for name in _RUNTIME:
         out += ["", "", lib[name]]
     out += ["", "", 'if __name__ == "__main__":', "    sys.exit(main())", ""]

@@ -8,13 +8,24 @@ repro shows.
 NOTE [mode equivalence]
 Each functorch level has a plain-autograd twin; create_graph mode composes the twins in the same order:
 
-    torch.func level            create_graph mode twin
-    ----------------            ----------------------
-    grad(fn, argnums=a)         autograd_grad(fn, argnums=a, create_graph=True)
-    vmap(fn)                    vmap_loop(fn): call fn on each slice along dim 0, torch.stack the results
-    jacrev(fn, argnums=a)       jacrev_loop(fn, argnums=a): one autograd.grad(create_graph=True) per output
-                                element, rows stacked and reshaped to out.shape + x.shape
-    autograd_grad(fn) (outer)   itself (plain torch.autograd.grad, grad_outputs=ones), as in the seed repro
+    torch.func level              create_graph mode twin
+    ----------------              ----------------------
+    grad(fn, argnums=a)           autograd_grad(fn, argnums=a, create_graph=True)
+    vjp_ones(fn, argnums=a)       autograd_grad(fn, argnums=a, create_graph=True)   (cotangent: ones)
+    jacrev(fn, argnums=a)         jacrev_loop(fn, argnums=a): one autograd.grad(create_graph=True) per
+                                  output element, rows stacked and reshaped to out.shape + x.shape
+    hessian(fn, argnums=a)        jacrev_loop(jacrev_loop(fn, argnums=a), argnums=a)
+    jacfwd(fn, argnums=a)         jacfwd_dual(fn, argnums=a): forward_ad dual tensors, one basis tangent
+                                  per input element, columns stacked to out.shape + x.shape
+    jvp_ones(fn, argnums=a)       jvp_dual(fn, argnums=a): forward_ad with tangent ones   (also the
+    linearize_ones(fn, ...)       twin of linearize, whose jvp_fn is applied to ones)
+    vmap(fn, in_dims, out_dims)   vmap_loop(fn, in_dims, out_dims): fn on each slice (select along
+                                  in_dims[i]; None passes the input whole), torch.stack along out_dims
+    autograd_grad(fn) (outer)     itself (plain torch.autograd.grad, grad_outputs=ones), as in the seed
+
+vjp_ones/jvp_ones/linearize_ones wrap torch.func.vjp/jvp/linearize into levels: they return the
+cotangent (for ones) or the tangent output (for a tangent of ones). Plain autograd has no nested
+forward-mode levels, so a stack holds at most one of jacfwd/jvp/linearize.
 
 Both modes see the same inputs; functorch mode's inputs require grad only when an outer autograd_grad
 level needs them to, create_graph mode's always do. Where the differentiated output does not depend on
@@ -43,9 +54,66 @@ def autograd_grad(fn, argnums=0, create_graph=False):
     return wrapped
 
 
-def vmap_loop(fn):
+def vmap_loop(fn, in_dims=0, out_dims=0):
     def wrapped(*args):
-        return torch.stack([fn(*[a[i] for a in args]) for i in range(args[0].shape[0])])
+        dims = in_dims if isinstance(in_dims, tuple) else (in_dims,) * len(args)
+        n = next(a.shape[d] for a, d in zip(args, dims, strict=True) if d is not None)
+        outs = [fn(*[a if d is None else a.select(d, i) for a, d in zip(args, dims, strict=True)]) for i in range(n)]
+        return torch.stack(outs, dim=out_dims)
+
+    return wrapped
+
+
+def _replace_arg(args, argnums, x):
+    return (*args[:argnums], x, *args[argnums + 1 :])
+
+
+def vjp_ones(fn, argnums=0):
+    def wrapped(*args):
+        out, pull = torch.func.vjp(lambda x: fn(*_replace_arg(args, argnums, x)), args[argnums])
+        return pull(torch.ones_like(out))[0]
+
+    return wrapped
+
+
+def jvp_ones(fn, argnums=0):
+    def wrapped(*args):
+        x = args[argnums]
+        return torch.func.jvp(lambda x: fn(*_replace_arg(args, argnums, x)), (x,), (torch.ones_like(x),))[1]
+
+    return wrapped
+
+
+def linearize_ones(fn, argnums=0):
+    def wrapped(*args):
+        x = args[argnums]
+        _, jvp_fn = torch.func.linearize(lambda x: fn(*_replace_arg(args, argnums, x)), x)
+        return jvp_fn(torch.ones_like(x))
+
+    return wrapped
+
+
+def jvp_dual(fn, argnums=0):
+    def wrapped(*args):
+        x = args[argnums]
+        with torch.autograd.forward_ad.dual_level():
+            dual = torch.autograd.forward_ad.make_dual(x, torch.ones_like(x))
+            out = torch.autograd.forward_ad.unpack_dual(fn(*_replace_arg(args, argnums, dual)))
+        return torch.zeros_like(out.primal) if out.tangent is None else out.tangent
+
+    return wrapped
+
+
+def jacfwd_dual(fn, argnums=0):
+    def wrapped(*args):
+        x = args[argnums]
+        cols = []
+        with torch.autograd.forward_ad.dual_level():
+            for e in torch.eye(x.numel(), dtype=x.dtype).reshape(-1, *x.shape):
+                dual = torch.autograd.forward_ad.make_dual(x, e)
+                out = torch.autograd.forward_ad.unpack_dual(fn(*_replace_arg(args, argnums, dual)))
+                cols.append(torch.zeros_like(out.primal) if out.tangent is None else out.tangent)
+        return torch.stack(cols, dim=-1).reshape(out.primal.shape + x.shape)
 
     return wrapped
 
@@ -88,6 +156,26 @@ def check():
     return verdict, (fc, fc_err), (ref, ref_err)
 
 
+def triage(fc, ref):
+    """Which side matches central finite differences of the same stack (float64, forward values only)."""
+    if fd_mode is None:  # noqa: F821
+        return "undetermined", "the Function's derivative rules are deliberately not exact"
+    args = inputs()  # noqa: F821
+    try:
+        fd = fd_mode(*args)  # noqa: F821
+        near = fd_mode(*[a + 1e-4 for a in args])  # noqa: F821
+    except Exception as e:  # noqa: BLE001
+        return "undetermined", f"finite differences raised {type(e).__name__}: {e}"
+    if not torch.allclose(near, fd, rtol=1e-2, atol=1e-2):
+        return "undetermined", "the stack is not smooth at this point"
+
+    def matches(v):
+        return v.shape == fd.shape and torch.allclose(v.double(), fd, rtol=1e-4, atol=1e-4)
+
+    label = {(True, False): "reference_wrong", (False, True): "functorch_wrong", (False, False): "both_wrong"}
+    return label.get((matches(fc), matches(ref)), "undetermined"), f"finite differences: {fd.tolist()}"
+
+
 def show(result):
     value, err = result
     return f"{type(err).__name__}: {err}" if err is not None else str(value)
@@ -100,4 +188,7 @@ def main():
     print("============= create_graph")
     print(show(ref))
     print("verdict:", verdict)
+    if verdict == "value_mismatch":
+        label, detail = triage(fc[0], ref[0])
+        print(f"triage: {label} ({detail})")
     return 0 if verdict == "consistent" else 1

@@ -3,9 +3,10 @@
 NOTE [signatures]
 A signature is (verdict, oracle, transform skeleton, essential features). The skeleton is the stack's
 transform names, outermost first (``autograd_grad>grad``); batch sizes, argnums, shapes and values are
-left out. A feature is *essential* when taking it away (:func:`fuzzer.ablate.without`) changes the
-verdict; features that cannot be taken away, or whose removal leaves the verdict as it was, are left
-out, so the same bug found in a bigger Function with incidental extras lands in the same bucket. The
+left out. A feature is *essential* when taking it away (:func:`fuzzer.ablate.without`) makes the two
+modes agree. Features that cannot be taken away, whose removal leaves a disagreement, or whose removal
+makes the case unrunnable (a documented limitation: e.g. no jvp rule under jacfwd) are left out, so the
+same bug found in a bigger Function with incidental extras lands in the same bucket. The
 cost is one extra case run per feature of a candidate finding; consistent cases cost nothing.
 """
 
@@ -48,6 +49,6 @@ def signature(case: Case, verdict: str, judge: Callable[[Case], str]) -> Signatu
     essential = []
     for tag in features(case):
         variant = without(case, tag)
-        if variant is not None and judge(variant) != verdict:
+        if variant is not None and judge(variant) == "consistent":
             essential.append(tag)
     return Signature(verdict, ORACLE, skeleton(case), tuple(essential))

@@ -9,6 +9,7 @@ each to a scalar.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from hypothesis import strategies as st
 
@@ -19,9 +20,11 @@ from fuzzer.case import (
     Case,
     FDef,
     Inputs,
+    input_shapes,
     numel,
     output_shapes,
     reference_cost,
+    repair_vmap_dims,
 )
 
 from ._validate import check_int_range, check_subset
@@ -126,6 +129,6 @@ def _case(
     if len({shapes[j] for j in uses}) > 1:
         combine = "sum"
     dtype = draw(st.sampled_from(dtypes))
-    batch = tuple(t.batch_size for t in stack if t.name == "vmap")
-    values = draw(tensor_values(n_inputs=n_inputs, numel=numel(batch + shape)))
-    return Case(fn, FDef(uses, combine), Inputs(shape, values, dtype), stack)
+    draft = repair_vmap_dims(Case(fn, FDef(uses, combine), Inputs(shape, (), dtype), stack))
+    values = tuple(draw(tensor_values(n_inputs=1, numel=numel(s)))[0] for s in input_shapes(draft))
+    return replace(draft, inputs=Inputs(shape, values, dtype))

@@ -7,7 +7,11 @@ Invariants of every drawn Function:
   of a computed output (view_as, reshape, unsqueeze, select, narrow, transpose, squeeze).
 * Saved tensors drawn from inputs, outputs and intermediates; inputs are added until the backward can
   obtain every value it needs (:func:`fuzzer.case.repair_saved`); no dead intermediates (pruned).
-* The backward is the exact VJP except for the deliberately unused grad_outputs and None input grads.
+* The backward is the exact VJP except for the deliberately unused grad_outputs and None input grads;
+  the optional ``jvp`` staticmethod is the exact JVP.
+* The rest of the API is drawn too, each rarely (1 in 4): ``@once_differentiable``,
+  ``set_materialize_grads(False)``, ``mark_non_differentiable`` on node outputs, saved tensors kept on
+  ``ctx`` as attributes, saved tensors detached.
 * It always passes :func:`fuzzer.case.validate`.
 
 Choices are ordered simplest first (one input, one ``pow`` output, setup_context style, no vmap rule),
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from dataclasses import replace
 
 from hypothesis import strategies as st
 
@@ -179,5 +184,20 @@ def _function(
     style = draw(style_st)
     rules = [r for r in vmap_rules if r == "none"] if style == "legacy" else list(vmap_rules)
     rule = draw(_vmap_rule_st(tuple(rules))) if rules else "none"
-    fn = FunctionDef(n_in, tuple(nodes), tuple(outputs), saved, unused, nones, style, rule)
-    return prune(repair_saved(fn))
+    jvp_rule = draw(st.booleans())
+    once = draw(_rarely)
+    materialize = not draw(_rarely)
+    refs = [o.ref for o in outputs]
+    nondiff = tuple(j for j, o in enumerate(outputs) if o.kind == "node" and refs.count(o.ref) == 1 and draw(_rarely))
+    fn = prune(repair_saved(FunctionDef(n_in, tuple(nodes), tuple(outputs), saved, unused, nones, style, rule)))
+    on_ctx = tuple(r for r in fn.saved if draw(_rarely))
+    detached = tuple(r for r in fn.saved if draw(_rarely))
+    return replace(
+        fn,
+        jvp_rule=jvp_rule,
+        once_differentiable=once,
+        materialize_grads=materialize,
+        non_differentiable=nondiff,
+        on_ctx=on_ctx,
+        detached=detached,
+    )

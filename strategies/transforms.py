@@ -1,9 +1,12 @@
-"""Transform stacks: 1-3 torch.func levels (grad, vmap, jacrev), optionally under a plain autograd level.
+"""Transform stacks: 1-3 torch.func levels, optionally under a plain autograd level.
 
 Invariants: every drawn stack is well-formed for any case (``grad`` levels sum a non-scalar inner output,
-see :func:`fuzzer.case.needs_sum`); ``autograd_grad`` only ever appears outermost; vmap batch sizes are
-1..``max_batch_size``. Choices are ordered simplest first, so shrinking goes toward one ``grad`` level,
-no outer autograd level, batch size 1 and argnums 0.
+see :func:`fuzzer.case.needs_sum`; vmap ``in_dims``/``out_dims`` are clamped to the case's shapes by
+:func:`fuzzer.case.repair_vmap_dims`); ``autograd_grad`` only ever appears outermost; at most one
+forward-mode level (jacfwd, jvp, linearize: extra ones become jacrev/vjp); vmap batch sizes are
+1..``max_batch_size``, ``in_dims`` entries 0, 1 or None (never all None), ``out_dims`` 0 or 1.
+Choices are ordered simplest first, so shrinking goes toward one ``grad`` level, no outer autograd
+level, batch size 1, in/out dims 0 and argnums 0.
 """
 
 from __future__ import annotations
@@ -12,7 +15,15 @@ from collections.abc import Sequence
 
 from hypothesis import strategies as st
 
-from fuzzer.case import FUNCTORCH_TRANSFORMS, MAX_BATCH, MAX_INPUTS, Transform
+from fuzzer.case import (
+    FORWARD_MODE_TRANSFORMS,
+    FUNCTORCH_TRANSFORMS,
+    MAX_BATCH,
+    MAX_INPUTS,
+    VMAP_IN_DIMS,
+    VMAP_OUT_DIMS,
+    Transform,
+)
 
 from ._validate import check_int_range, check_min_max, check_subset
 
@@ -47,8 +58,29 @@ def transform_stacks(
 def _level(draw: st.DrawFn, names: tuple[str, ...], n_inputs: int, max_batch_size: int) -> Transform:
     name = draw(st.sampled_from(names))
     if name == "vmap":
-        return Transform("vmap", batch_size=draw(st.integers(1, max_batch_size)))
+        batch = draw(st.integers(1, max_batch_size))
+        dims = VMAP_IN_DIMS if n_inputs > 1 else VMAP_IN_DIMS[:-1]
+        in_dims = tuple(draw(st.sampled_from(dims)) for _ in range(n_inputs))
+        if all(d is None for d in in_dims):
+            in_dims = (0, *in_dims[1:])
+        out_dims = draw(st.sampled_from(VMAP_OUT_DIMS))
+        return Transform("vmap", batch_size=batch, in_dims=in_dims, out_dims=out_dims)
     return Transform(name, argnums=draw(st.integers(0, n_inputs - 1)))
+
+
+_REVERSE_TWIN = {"jacfwd": "jacrev", "jvp": "vjp", "linearize": "vjp"}
+
+
+def _one_forward_mode(levels: list[Transform]) -> list[Transform]:
+    seen = False
+    out = []
+    for t in levels:
+        if t.name in FORWARD_MODE_TRANSFORMS:
+            if seen:
+                t = Transform(_REVERSE_TWIN[t.name], argnums=t.argnums)
+            seen = True
+        out.append(t)
+    return out
 
 
 @st.composite
@@ -68,6 +100,7 @@ def _stack(
             max_size=max_depth,
         )
     )
+    levels = _one_forward_mode(levels)
     outer = draw(st.booleans()) if outer_autograd is None else outer_autograd
     if outer:
         levels.insert(0, Transform("autograd_grad", argnums=draw(st.integers(0, n_inputs - 1))))

@@ -43,6 +43,74 @@ def autograd_grad(fn, argnums=0, create_graph=False):
     return wrapped
 
 
+def fd_jac(fn, argnums=0, eps=1e-3):
+    """Jacobian of fn w.r.t. args[argnums], shape out.shape + x.shape (the torch.func.jacrev layout).
+
+    One central difference per element of x. eps = 1e-3 balances O(eps^2) truncation against ~1e-16/eps^k
+    roundoff for up to k = 3 nested levels (NOTE [finite differences] in fuzzer/repro_fd.py).
+    """
+
+    def wrapped(*args):
+        with torch.no_grad():
+            args = [
+                a.detach().to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                for a in args
+            ]
+            x = args[argnums]
+            n = x.numel()
+            if n == 0:
+                out = fn(*args).to(torch.float64)
+                return torch.zeros(out.shape + x.shape, dtype=torch.float64)
+            cols = []
+            for i in range(n):
+                d = torch.zeros(n, dtype=torch.float64)
+                d[i] = eps
+                d = d.reshape(x.shape)
+                plus, minus = list(args), list(args)
+                plus[argnums], minus[argnums] = x + d, x - d
+                cols.append((fn(*plus).to(torch.float64) - fn(*minus).to(torch.float64)) / (2 * eps))
+            return torch.stack(cols, dim=-1).reshape(cols[0].shape + x.shape)
+
+    return wrapped
+
+
+def fd_grad(fn, argnums=0, eps=1e-3):
+    """Gradient of a scalar-valued fn, shape x.shape (torch.func.grad); non-scalar outputs raise, as there."""
+
+    def wrapped(*args):
+        jac = fd_jac(fn, argnums, eps)(*args)
+        out_dims = jac.dim() - args[argnums].dim()
+        if out_dims != 0:
+            raise RuntimeError(f"fd_grad: expected fn(*args) to return a scalar Tensor, got {out_dims} dims")
+        return jac
+
+    return wrapped
+
+
+def fd_vjp(fn, argnums=0, eps=1e-3):
+    """v^T J with v = ones_like(out), shape x.shape (autograd.grad(out, x, torch.ones_like(out)))."""
+
+    def wrapped(*args):
+        with torch.no_grad():
+            args = [
+                a.detach().to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                for a in args
+            ]
+            x = args[argnums]
+            n = x.numel()
+            g = torch.zeros(n, dtype=torch.float64)
+            for i in range(n):
+                d = torch.zeros(n, dtype=torch.float64)
+                d[i] = eps
+                d = d.reshape(x.shape)
+                plus, minus = list(args), list(args)
+                plus[argnums], minus[argnums] = x + d, x - d
+                g[i] = (fn(*plus).to(torch.float64).sum() - fn(*minus).to(torch.float64).sum()) / (2 * eps)
+            return g.reshape(x.shape)
+
+    return wrapped
+
+
 FUNCTORCH_REQUIRES_GRAD = True
 
 
@@ -52,6 +120,10 @@ def functorch_mode(x0):
 
 def create_graph_mode(x0):
     return autograd_grad(autograd_grad(f, create_graph=True))(x0)
+
+
+def fd_mode(x0):
+    return fd_vjp(fd_grad(f))(x0)
 
 
 def run(mode, requires_grad):
@@ -78,6 +150,26 @@ def check():
     return verdict, (fc, fc_err), (ref, ref_err)
 
 
+def triage(fc, ref):
+    """Which side matches central finite differences of the same stack (float64, forward values only)."""
+    if fd_mode is None:
+        return "undetermined", "the Function's derivative rules are deliberately not exact"
+    args = inputs()
+    try:
+        fd = fd_mode(*args)
+        near = fd_mode(*[a + 1e-4 for a in args])
+    except Exception as e:
+        return "undetermined", f"finite differences raised {type(e).__name__}: {e}"
+    if not torch.allclose(near, fd, rtol=1e-2, atol=1e-2):
+        return "undetermined", "the stack is not smooth at this point"
+
+    def matches(v):
+        return v.shape == fd.shape and torch.allclose(v.double(), fd, rtol=1e-4, atol=1e-4)
+
+    label = {(True, False): "reference_wrong", (False, True): "functorch_wrong", (False, False): "both_wrong"}
+    return label.get((matches(fc), matches(ref)), "undetermined"), f"finite differences: {fd.tolist()}"
+
+
 def show(result):
     value, err = result
     return f"{type(err).__name__}: {err}" if err is not None else str(value)
@@ -90,6 +182,9 @@ def main():
     print("============= create_graph")
     print(show(ref))
     print("verdict:", verdict)
+    if verdict == "value_mismatch":
+        label, detail = triage(fc[0], ref[0])
+        print(f"triage: {label} ({detail})")
     return 0 if verdict == "consistent" else 1
 
 

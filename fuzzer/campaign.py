@@ -19,7 +19,7 @@ import traceback
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,7 @@ class Stats:
     cases: int = 0
     invalid: int = 0
     internal_errors: int = 0
+    float32_noise: int = 0  # float32 disagreements that vanished in float64 (not findings)
     verdicts: Counter[str] = field(default_factory=Counter)
     limitations: Counter[str] = field(default_factory=Counter)
     started: float = field(default_factory=time.monotonic)
@@ -106,6 +107,12 @@ class Campaign:
         try:
             outcome = run_case(case)
             verdict, limitation = classify(outcome, self.registry)
+            if verdict in FINDING_VERDICTS and case.inputs.dtype != "float64":
+                # NOTE [float32 findings]: a float32 disagreement counts only if it persists in float64;
+                # otherwise it is rounding noise, counted but never reported.
+                if self.judge(replace(case, inputs=replace(case.inputs, dtype="float64"))) == "consistent":
+                    self.stats.float32_noise += 1
+                    verdict = "consistent"
             self.stats.verdicts[verdict] += 1
             if limitation:
                 self.stats.limitations[limitation] += 1
@@ -212,6 +219,7 @@ class Campaign:
             "verdicts": {v: s.verdicts.get(v, 0) for v in ALL_VERDICTS},
             "expected_by_limitation": dict(s.limitations),
             "internal_errors": s.internal_errors,
+            "float32_noise": s.float32_noise,
             "buckets": [
                 {
                     "id": b.signature.id,

@@ -60,7 +60,7 @@ def cases(
     outer_autograd: bool | None = None,
     styles: Sequence[str] = STYLES,
     vmap_rules: Sequence[str] = ("none", "generate", "custom"),
-    dtypes: Sequence[str] = ("float64",),
+    dtypes: Sequence[str] = DTYPES,
     max_cost: int = 256,
 ) -> st.SearchStrategy[Case]:
     """Cases for the differential check. See :func:`strategies.functions` and

@@ -94,3 +94,17 @@ def test_same_seed_same_campaign(tmp_path: Path) -> None:
         return {"verdicts": s["verdicts"], "buckets": sorted((b["id"], b["hits"]) for b in s["buckets"])}
 
     assert once("a") == once("b")
+
+
+def test_float32_disagreement_that_persists_in_float64_is_reported(tmp_path: Path) -> None:
+    strategy = cases(
+        vmap_rules=["custom_wrong"], transforms=["vmap"], max_depth=1, outer_autograd=False, dtypes=["float32"]
+    )
+    campaign = Campaign(CampaignConfig(out=tmp_path, seed=3, duration=None, max_cases=6, strategy=strategy))
+    campaign.run()
+    summary = campaign.summary()
+    assert summary["float32_noise"] == 0
+    assert summary["verdicts"]["value_mismatch"] >= 1
+    assert sum(b["hits"] for b in summary["buckets"]) == summary["verdicts"]["value_mismatch"]
+    case = json.loads((tmp_path / summary["buckets"][0]["path"] / "case.json").read_text())
+    assert case["inputs"]["dtype"] == "float32"

@@ -16,7 +16,7 @@ import signal
 import sys
 import time
 import traceback
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -31,6 +31,7 @@ from .compare import ALL_VERDICTS, FINDING_VERDICTS, Limitation, classify, load_
 from .execute import run_case, triage_source
 from .features import features
 from .findings import Finding, stage, verify_and_publish
+from .oracles import MAIN, applicable
 from .render import render
 from .signature import Signature, signature
 
@@ -63,6 +64,7 @@ class Stats:
     invalid: int = 0
     internal_errors: int = 0
     float32_noise: int = 0  # float32 disagreements that vanished in float64 (not findings)
+    metamorphic: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     verdicts: Counter[str] = field(default_factory=Counter)
     limitations: Counter[str] = field(default_factory=Counter)
     started: float = field(default_factory=time.monotonic)
@@ -95,37 +97,45 @@ class Campaign:
 
     # ------------------------------------------------------------------------------------ running
 
-    def judge(self, case: Case) -> str:
+    def judge(self, case: Case, oracle: str = MAIN) -> str:
         try:
-            return classify(run_case(case), self.registry)[0]
+            return classify(run_case(case, oracle), self.registry)[0]
         except Exception:  # noqa: BLE001
             return "internal_error"
 
     def one(self, case: Case) -> None:
-        """Run one case end to end. Never raises (see NOTE [driving Hypothesis])."""
+        """Run one case under every oracle that applies (NOTE [oracles]). Never raises (see NOTE
+        [driving Hypothesis])."""
         self.stats.cases += 1
-        try:
-            outcome = run_case(case)
-            verdict, limitation = classify(outcome, self.registry)
-            if verdict in FINDING_VERDICTS and case.inputs.dtype != "float64":
-                # NOTE [float32 findings]: a float32 disagreement counts only if it persists in float64;
-                # otherwise it is rounding noise, counted but never reported.
-                if self.judge(replace(case, inputs=replace(case.inputs, dtype="float64"))) == "consistent":
-                    self.stats.float32_noise += 1
-                    verdict = "consistent"
+        for oracle in applicable(case):
+            try:
+                self._check(case, oracle)
+            except Exception:  # noqa: BLE001
+                self.stats.internal_errors += 1
+                log = self.config.out / "internal-errors.log"
+                with log.open("a", encoding="utf-8") as fh:
+                    fh.write(f"--- case {self.stats.cases} ({oracle})\n{traceback.format_exc()}\n")
+
+    def _check(self, case: Case, oracle: str) -> None:
+        outcome = run_case(case, oracle)
+        verdict, limitation = classify(outcome, self.registry)
+        if verdict in FINDING_VERDICTS and case.inputs.dtype != "float64":
+            # NOTE [float32 findings]: a float32 disagreement counts only if it persists in float64;
+            # otherwise it is rounding noise, counted but never reported.
+            if self.judge(replace(case, inputs=replace(case.inputs, dtype="float64")), oracle) == "consistent":
+                self.stats.float32_noise += 1
+                verdict = "consistent"
+        if oracle == MAIN:
             self.stats.verdicts[verdict] += 1
             if limitation:
                 self.stats.limitations[limitation] += 1
-            if verdict in FINDING_VERDICTS:
-                self._finding(case, verdict, outcome)
-        except Exception:  # noqa: BLE001
-            self.stats.internal_errors += 1
-            log = self.config.out / "internal-errors.log"
-            with log.open("a", encoding="utf-8") as fh:
-                fh.write(f"--- case {self.stats.cases}\n{traceback.format_exc()}\n")
+        else:
+            self.stats.metamorphic[oracle][verdict] += 1
+        if verdict in FINDING_VERDICTS:
+            self._finding(case, verdict, outcome, oracle)
 
-    def _finding(self, case: Case, verdict: str, outcome: Any) -> None:
-        sig = signature(case, verdict, self.judge)
+    def _finding(self, case: Case, verdict: str, outcome: Any, oracle: str) -> None:
+        sig = signature(case, verdict, lambda variant: self.judge(variant, oracle), oracle=oracle)
         bucket = self.buckets.get(sig.id)
         if bucket is not None:
             bucket.hits += 1
@@ -141,7 +151,7 @@ class Campaign:
             found_by=f"{self.config.command} --seed {self.config.seed}",
         )
         if verdict == "value_mismatch":
-            label, detail = triage_source(render(case))
+            label, detail = triage_source(render(case, oracle=oracle))
             finding.extra.update(triage=label, triage_detail=detail[:500])
         bucket = self.buckets[sig.id] = Bucket(sig, finding)
         staged = stage(self.config.out, finding)
@@ -220,11 +230,13 @@ class Campaign:
             "expected_by_limitation": dict(s.limitations),
             "internal_errors": s.internal_errors,
             "float32_noise": s.float32_noise,
+            "metamorphic_verdicts": {o: dict(c) for o, c in s.metamorphic.items()},
             "buckets": [
                 {
                     "id": b.signature.id,
                     "signature": b.signature.text,
                     "verdict": b.signature.verdict,
+                    "oracle": b.signature.oracle,
                     "transforms": list(b.signature.skeleton),
                     "features": list(b.first.features),
                     "signature_features": list(b.signature.features),

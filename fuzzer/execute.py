@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .case import Case
+from .oracles import MAIN
 from .render import render
 
 
@@ -65,8 +66,8 @@ def run_source(source: str, name: str = "<affuzz case>") -> Outcome:
     return Outcome(verdict, _side(fc), _side(ref), time.perf_counter() - start)
 
 
-def run_case(case: Case) -> Outcome:
-    return run_source(render(case))
+def run_case(case: Case, oracle: str = MAIN) -> Outcome:
+    return run_source(render(case, oracle=oracle))
 
 
 TRIAGE_LABELS = ("functorch_wrong", "reference_wrong", "both_wrong", "undetermined")

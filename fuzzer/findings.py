@@ -48,7 +48,8 @@ class Finding:
             f"features: {', '.join(self.features) or '-'} (essential: {', '.join(sig.features) or '-'})",
             f"found by {self.found_by} on torch {self.torch_version}, case {self.cases_to_find}"
             f" after {self.seconds_to_find:.1f} s",
-            "Run: python repro.py   (exit 1 while the two modes disagree, 0 once they agree)",
+            *([f"triage: {self.extra['triage']}"] if "triage" in self.extra else []),
+            "Run: python repro.py   (exit 1 while the two sides disagree, 0 once they agree)",
             "",
         ]
 
@@ -79,7 +80,7 @@ def stage(out: Path, finding: Finding) -> Path:
     d = out / ".pending" / finding.signature.id
     d.mkdir(parents=True, exist_ok=True)
     atomic_write_text(d / "case.json", dumps(finding.case))
-    atomic_write_text(d / "repro.py", render(finding.case, header=finding.header()))
+    atomic_write_text(d / "repro.py", render(finding.case, header=finding.header(), oracle=finding.signature.oracle))
     return d
 
 

@@ -30,6 +30,7 @@ from .case import (
     value_provided_by_saved,
 )
 from .features import derivatives_exact
+from .oracles import MAIN, SIDE_B, side_b_case
 
 CLASS_NAME = "Fn"
 _RUNTIME = ("run", "check", "triage", "show", "main")
@@ -480,10 +481,13 @@ def compose(case: Case, mode: str) -> tuple[str, set[str]]:
         arg = f", argnums={t.argnums}" if t.argnums else ""
         if t.name == "vmap":
             arg = _vmap_args(t, n)
-        if mode == "fd":
+        if mode == "functorch_loop" and t.name == "vmap":
+            name = "vmap_loop"
+            expr = f"{name}({expr}{arg})"
+        elif mode == "fd":
             name = _FD_TWINS[t.name]
             expr = f"{name}({expr}{arg})"
-        elif mode == "functorch" or t.name == "autograd_grad":
+        elif mode in ("functorch", "functorch_loop") or t.name == "autograd_grad":
             name = _FUNCTORCH_NAMES.get(t.name, t.name)
             expr = f"{name}({expr}{arg})"
         else:
@@ -500,18 +504,25 @@ def compose(case: Case, mode: str) -> tuple[str, set[str]]:
     return expr, names
 
 
-def render(case: Case, *, header: tuple[str, ...] | list[str] = ()) -> str:
-    """The standalone repro script for ``case``. ``header`` lines become leading ``#`` comments."""
+def render(case: Case, *, header: tuple[str, ...] | list[str] = (), oracle: str = MAIN) -> str:
+    """The standalone repro script for ``case`` under ``oracle`` (NOTE [oracles]). ``header`` lines
+    become leading ``#`` comments."""
     fn = case.function
     base = tuple(case.inputs.shape)
     output_shapes(fn, base)  # raises CaseError early on ill-formed views
     fc_expr, fc_names = compose(case, "functorch")
-    cg_expr, cg_names = compose(case, "create_graph")
+    side_b = SIDE_B[oracle]
+    if oracle == MAIN:
+        cg_expr, cg_names = compose(case, "create_graph")
+    elif oracle == "vmap_vs_loop":
+        cg_expr, cg_names = compose(case, "functorch_loop")
+    else:
+        cg_expr, cg_names = compose(side_b_case(case, oracle), "functorch")
     exact = derivatives_exact(case)
     fd_expr, fd_names = compose(case, "fd") if exact else ("", set())
     if "fd_hessian" in fd_names or "fd_grad" in fd_names:
         fd_names.add("fd_jac")
-    func_imports = sorted(n for n in fc_names if n in _TORCH_FUNC)
+    func_imports = sorted(n for n in fc_names | cg_names if n in _TORCH_FUNC)
     helpers = [n for n in _HELPER_ORDER if n in fc_names | cg_names | fd_names]
     xs = ", ".join(f"x{i}" for i in range(fn.n_inputs))
     lib = _lib_sources()
@@ -535,7 +546,16 @@ def render(case: Case, *, header: tuple[str, ...] | list[str] = ()) -> str:
         f"FUNCTORCH_REQUIRES_GRAD = {any(t.name == 'autograd_grad' for t in case.transforms)}",
     ]
     out += ["", "", f"def functorch_mode({xs}):", f"    return {fc_expr}({xs})"]
-    out += ["", "", f"def create_graph_mode({xs}):", f"    return {cg_expr}({xs})"]
+    out += ["", "", f"def {side_b}_mode({xs}):", f"    return {cg_expr}({xs})"]
+    grad_b = "True" if oracle == MAIN else "FUNCTORCH_REQUIRES_GRAD"
+    out += [
+        "",
+        "",
+        "SIDES = (",
+        '    ("functorch", functorch_mode, FUNCTORCH_REQUIRES_GRAD),',
+        f'    ("{side_b}", {side_b}_mode, {grad_b}),',
+        ")",
+    ]
     if exact:
         out += ["", "", f"def fd_mode({xs}):", f"    return {fd_expr}({xs})"]
     else:

@@ -89,12 +89,23 @@ def summary_table(summary: dict[str, Any]) -> Group:
     for v, n in summary["verdicts"].items():
         counts.add_row(v, str(n))
     found = Table(title="findings (one row per bucket)")
-    for col in ("bucket", "verdict", "triage", "transforms", "essential features", "hits", "found after", "status"):
+    for col in (
+        "bucket",
+        "verdict",
+        "oracle",
+        "triage",
+        "transforms",
+        "essential features",
+        "hits",
+        "found after",
+        "status",
+    ):
         found.add_column(col)
     for b in summary["buckets"]:
         found.add_row(
             b["id"],
             b["verdict"],
+            b["oracle"],
             b.get("triage") or "-",
             " > ".join(b["transforms"]),
             ", ".join(b["signature_features"]) or "-",
@@ -127,6 +138,15 @@ def report_markdown(summary: dict[str, Any]) -> str:
         "Expected (documented limitations): "
         + (", ".join(f"{k} {n}" for k, n in summary["expected_by_limitation"].items()) or "none"),
         "",
+        "Metamorphic oracles (checks by verdict): "
+        + (
+            "; ".join(
+                f"{o}: " + ", ".join(f"{v} {n}" for v, n in c.items())
+                for o, c in summary.get("metamorphic_verdicts", {}).items()
+            )
+            or "none applied"
+        ),
+        "",
         "## Findings",
         "",
     ]
@@ -134,13 +154,13 @@ def report_markdown(summary: dict[str, Any]) -> str:
         lines.append("No disagreement found.")
     else:
         lines += [
-            "| bucket | verdict | triage | transforms | essential features | hits | found after | status | repro |",
-            "|---|---|---|---|---|---:|---|---|---|",
+            "| bucket | verdict | oracle | triage | transforms | essential features | hits | found after | status | repro |",
+            "|---|---|---|---|---|---|---:|---|---|---|",
         ]
         for b in summary["buckets"]:
             repro = f"{b['path']}/repro.py" if b["path"] else "-"
             lines.append(
-                f"| {b['id']} | {b['verdict']} | {b.get('triage') or '-'} | {' > '.join(b['transforms'])} | {', '.join(b['signature_features']) or '-'}"
+                f"| {b['id']} | {b['verdict']} | {b['oracle']} | {b.get('triage') or '-'} | {' > '.join(b['transforms'])} | {', '.join(b['signature_features']) or '-'}"
                 f" | {b['hits']} | {b['seconds_to_find']:.1f} s, {b['cases_to_find']} cases | {b['status']} | {repro} |"
             )
         lines += ["", "Each verified repro exits 1 under this torch: `python findings/<bucket>/repro.py`."]

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from .ablate import without
 from .case import Case
 from .features import features
-
-ORACLE = "functorch_vs_create_graph"
+from .oracles import MAIN
 
 
 @dataclass(frozen=True)
@@ -44,11 +43,12 @@ def skeleton(case: Case) -> tuple[str, ...]:
     return tuple(t.name for t in case.transforms)
 
 
-def signature(case: Case, verdict: str, judge: Callable[[Case], str]) -> Signature:
-    """Signature of a finding; ``judge`` runs a variant case and returns its (classified) verdict."""
+def signature(case: Case, verdict: str, judge: Callable[[Case], str], *, oracle: str = MAIN) -> Signature:
+    """Signature of a finding; ``judge`` runs a variant case under the same oracle and returns its
+    (classified) verdict."""
     essential = []
     for tag in features(case):
         variant = without(case, tag)
         if variant is not None and judge(variant) == "consistent":
             essential.append(tag)
-    return Signature(verdict, ORACLE, skeleton(case), tuple(essential))
+    return Signature(verdict, oracle, skeleton(case), tuple(essential))

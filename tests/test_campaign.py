@@ -37,6 +37,13 @@ TRANSFORM_NAMES = {
 }
 
 
+def _finding_checks(summary: dict) -> int:
+    """Checks (case x oracle) that ended in a finding verdict: each is one hit of some bucket."""
+    verdicts = ("value_mismatch", "error_functorch_only", "error_reference_only", "different_errors")
+    main = sum(summary["verdicts"][v] for v in verdicts)
+    return main + sum(c.get(v, 0) for c in summary["metamorphic_verdicts"].values() for v in verdicts)
+
+
 def _check_finding_dir(d: Path) -> dict:
     assert {p.name for p in d.iterdir()} >= {"case.json", "repro.py", "finding.json"}
     record = json.loads((d / "finding.json").read_text())
@@ -61,10 +68,9 @@ def test_planted_vmap_rule_bug_is_found_verified_and_bucketed(tmp_path: Path) ->
     assert verified, summary
     # Every bucket blames the planted rule: taking custom_vmap away makes the case consistent.
     assert all("custom_vmap" in b["signature_features"] for b in verified)
-    assert sum(b["hits"] for b in summary["buckets"]) == sum(
-        summary["verdicts"][v]
-        for v in ("value_mismatch", "error_functorch_only", "error_reference_only", "different_errors")
-    )
+    assert sum(b["hits"] for b in summary["buckets"]) == _finding_checks(summary)
+    # the planted vmap rule is also caught by the vmap-vs-loop oracle, without any create_graph twin
+    assert any(b["oracle"] == "vmap_vs_loop" for b in verified)
     for b in verified:
         record = _check_finding_dir(tmp_path / b["path"])
         assert "vmap" in record["transforms"]
@@ -74,10 +80,10 @@ def test_planted_vmap_rule_bug_is_found_verified_and_bucketed(tmp_path: Path) ->
 def test_cli_run_finds_a_real_torch_disagreement(tmp_path: Path, capsys) -> None:
     """Default strategies, default oracle, a fixed seed: real disagreements of this torch are found."""
     out = tmp_path / "out"
-    assert main(["run", "--max-cases", "300", "--seed", "1", "--out", str(out)]) == 0
+    assert main(["run", "--max-cases", "60", "--seed", "1", "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert (out / "report.md").read_text().startswith("# affuzz campaign report")
-    assert summary["cases"] == 300 and summary["internal_errors"] == 0
+    assert summary["cases"] == 60 and summary["internal_errors"] == 0
     assert summary["verdicts"]["expected"] > 0  # documented limitations are counted, not reported
     verified = [b for b in summary["buckets"] if b["status"] == "verified"]
     assert verified, summary
@@ -88,7 +94,7 @@ def test_cli_run_finds_a_real_torch_disagreement(tmp_path: Path, capsys) -> None
 
 def test_same_seed_same_campaign(tmp_path: Path) -> None:
     def once(name: str) -> dict:
-        c = Campaign(CampaignConfig(out=tmp_path / name, seed=11, duration=None, max_cases=60))
+        c = Campaign(CampaignConfig(out=tmp_path / name, seed=11, duration=None, max_cases=25))
         c.run()
         s = c.summary()
         return {"verdicts": s["verdicts"], "buckets": sorted((b["id"], b["hits"]) for b in s["buckets"])}
@@ -105,6 +111,6 @@ def test_float32_disagreement_that_persists_in_float64_is_reported(tmp_path: Pat
     summary = campaign.summary()
     assert summary["float32_noise"] == 0
     assert summary["verdicts"]["value_mismatch"] >= 1
-    assert sum(b["hits"] for b in summary["buckets"]) == summary["verdicts"]["value_mismatch"]
+    assert sum(b["hits"] for b in summary["buckets"]) == _finding_checks(summary)
     case = json.loads((tmp_path / summary["buckets"][0]["path"] / "case.json").read_text())
     assert case["inputs"]["dtype"] == "float32"

@@ -48,13 +48,16 @@ def test_arguments_are_keyword_only() -> None:
         cases(3)  # type: ignore[misc]
 
 
-def test_shrinks_toward_the_simplest_case() -> None:
-    case = find(cases(), lambda c: True, settings=settings(database=None))
+def test_simplest_case_is_first() -> None:
+    """Every choice is ordered simplest first: the minimal example is one scalar input, one ``x0 ** 2``
+    output, one ``grad``. (derandomize: Hypothesis's shrinker alone can stop in a local minimum when a
+    random first example is far from it; the IR-level reduction passes are the shrinker's job.)"""
+    case = find(cases(), lambda c: True, settings=settings(database=None, derandomize=True))
     fn = case.function
-    assert fn.n_inputs == 1 and len(fn.outputs) == 1 and len(fn.nodes) <= 1
-    assert all(n.op == "pow" for n in fn.nodes)
-    # grad is first, but Hypothesis's shrinker sometimes stops at the next-simplest one-level stack.
-    assert len(case.transforms) == 1 and case.transforms[0].name in ("grad", "vmap", "jacrev")
+    assert fn.n_inputs == 1 and len(fn.outputs) == 1 and len(fn.nodes) == 1
+    assert fn.nodes[0].op == "pow" and fn.outputs[0].kind == "node"
+    assert [t.name for t in case.transforms] == ["grad"]
+    assert case.inputs.dtype == "float64"
     assert case.inputs.shape == () and case.inputs.values == ((1.0,),)
     assert fn.style == "setup_context" and fn.vmap_rule == "none" and not fn.unused_grads
     assert not (fn.jvp_rule or fn.once_differentiable or fn.non_differentiable or fn.on_ctx or fn.detached)

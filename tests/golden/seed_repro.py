@@ -122,6 +122,12 @@ def create_graph_mode(x0):
     return autograd_grad(autograd_grad(f, create_graph=True))(x0)
 
 
+SIDES = (
+    ("functorch", functorch_mode, FUNCTORCH_REQUIRES_GRAD),
+    ("create_graph", create_graph_mode, True),
+)
+
+
 def fd_mode(x0):
     return fd_vjp(fd_grad(f))(x0)
 
@@ -135,8 +141,9 @@ def run(mode, requires_grad):
 
 
 def check():
-    fc, fc_err = run(functorch_mode, FUNCTORCH_REQUIRES_GRAD)
-    ref, ref_err = run(create_graph_mode, True)
+    (_, mode_a, grad_a), (_, mode_b, grad_b) = SIDES
+    fc, fc_err = run(mode_a, grad_a)
+    ref, ref_err = run(mode_b, grad_b)
     if fc_err is None and ref_err is None:
         try:
             torch.testing.assert_close(fc, ref, equal_nan=True)
@@ -177,10 +184,9 @@ def show(result):
 
 def main():
     verdict, fc, ref = check()
-    print("============= functorch")
-    print(show(fc))
-    print("============= create_graph")
-    print(show(ref))
+    for (name, _, _), result in zip(SIDES, (fc, ref), strict=True):
+        print(f"============= {name}")
+        print(show(result))
     print("verdict:", verdict)
     if verdict == "value_mismatch":
         label, detail = triage(fc[0], ref[0])

@@ -1,0 +1,87 @@
+"""Oracles: which two evaluations of the same case must agree. Torch-free.
+
+NOTE [oracles]
+Every oracle compares side A, the case's stack under torch.func ("functorch"), with a side B that must
+compute the same mathematics another way:
+
+    oracle                      side B
+    ------                      ------
+    functorch_vs_create_graph   each level replaced by its plain-autograd twin (NOTE [mode equivalence])
+    jacrev_vs_jacfwd            first-order jacrev and jacfwd levels (no derivative level inside them)
+                                swapped for each other, still under torch.func
+    vmap_vs_loop                every vmap replaced by a Python loop over the batch (vmap_loop), the
+                                other levels still torch.func
+    forward_over_reverse        second-order levels recomputed the other way round: a jacrev directly
+                                over a reverse level (grad, jacrev, vjp) becomes jacfwd, and hessian
+                                (jacfwd over jacrev) becomes jacrev over jacrev
+
+The first runs on every case; the metamorphic ones on every case they apply to. Verdict names stay
+the same for all oracles: "functorch" is side A, "reference" is side B.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .case import Case, Transform
+
+MAIN = "functorch_vs_create_graph"
+ORACLES = (MAIN, "jacrev_vs_jacfwd", "vmap_vs_loop", "forward_over_reverse")
+#: Display name of side B for each oracle (side A is always "functorch").
+SIDE_B = {
+    MAIN: "create_graph",
+    "jacrev_vs_jacfwd": "jacrev_jacfwd_swapped",
+    "vmap_vs_loop": "vmap_as_loop",
+    "forward_over_reverse": "other_order",
+}
+_REVERSE = ("grad", "jacrev", "vjp", "hessian")
+_SWAP = {"jacrev": "jacfwd", "jacfwd": "jacrev"}
+
+
+def _has_derivative_inside(stack: tuple[Transform, ...], i: int) -> bool:
+    return any(t.name != "vmap" for t in stack[i + 1 :])
+
+
+def _next_derivative_inside(stack: tuple[Transform, ...], i: int) -> Transform | None:
+    return next((t for t in stack[i + 1 :] if t.name != "vmap"), None)
+
+
+def alternate_stack(case: Case, oracle: str) -> tuple[Transform, ...] | None:
+    """Side B's stack for the torch.func-only oracles (None where the oracle does not apply)."""
+    stack = case.transforms
+    out: list[Transform] = []
+    changed = False
+    for i, t in enumerate(stack):
+        if oracle == "jacrev_vs_jacfwd" and t.name in _SWAP and not _has_derivative_inside(stack, i):
+            out.append(replace(t, name=_SWAP[t.name]))
+            changed = True
+        elif oracle == "forward_over_reverse" and t.name == "hessian":
+            out += [replace(t, name="jacrev"), replace(t, name="jacrev")]
+            changed = True
+        elif oracle == "forward_over_reverse" and t.name == "jacrev":
+            inner = _next_derivative_inside(stack, i)
+            if inner is not None and inner.name in _REVERSE:
+                out.append(replace(t, name="jacfwd"))
+                changed = True
+            else:
+                out.append(t)
+        else:
+            out.append(t)
+    return tuple(out) if changed else None
+
+
+def applicable(case: Case) -> tuple[str, ...]:
+    """The oracles that apply to ``case``, main first."""
+    res = [MAIN]
+    if alternate_stack(case, "jacrev_vs_jacfwd") is not None:
+        res.append("jacrev_vs_jacfwd")
+    if any(t.name == "vmap" for t in case.transforms):
+        res.append("vmap_vs_loop")
+    if alternate_stack(case, "forward_over_reverse") is not None:
+        res.append("forward_over_reverse")
+    return tuple(res)
+
+
+def side_b_case(case: Case, oracle: str) -> Case:
+    alt = alternate_stack(case, oracle)
+    return case if alt is None else replace(case, transforms=alt)

@@ -55,6 +55,7 @@ class CampaignConfig:
     max_cases: int | None = None
     strategy: st.SearchStrategy[Case] | None = None
     verify_python: str = sys.executable
+    case_timeout: float | None = 60.0  # seconds per case and oracle; over it the case is a hang finding
     command: str = "affuzz run"
 
 
@@ -99,7 +100,7 @@ class Campaign:
 
     def judge(self, case: Case, oracle: str = MAIN) -> str:
         try:
-            return classify(run_case(case, oracle), self.registry)[0]
+            return classify(run_case(case, oracle, timeout=self.config.case_timeout), self.registry)[0]
         except Exception:  # noqa: BLE001
             return "internal_error"
 
@@ -117,7 +118,7 @@ class Campaign:
                     fh.write(f"--- case {self.stats.cases} ({oracle})\n{traceback.format_exc()}\n")
 
     def _check(self, case: Case, oracle: str) -> None:
-        outcome = run_case(case, oracle)
+        outcome = run_case(case, oracle, timeout=self.config.case_timeout)
         verdict, limitation = classify(outcome, self.registry)
         if verdict in FINDING_VERDICTS and case.inputs.dtype != "float64":
             # NOTE [float32 findings]: a float32 disagreement counts only if it persists in float64;
@@ -157,7 +158,13 @@ class Campaign:
         staged = stage(self.config.out, finding)
 
         def verify() -> None:
-            ok, path = verify_and_publish(self.config.out, staged, finding, python=self.config.verify_python)
+            ok, path = verify_and_publish(
+                self.config.out,
+                staged,
+                finding,
+                python=self.config.verify_python,
+                case_timeout=self.config.case_timeout,
+            )
             bucket.status, bucket.path = ("verified" if ok else "unverified"), path
 
         self._futures.append(self._pool.submit(verify))

@@ -70,6 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     limit.add_argument("--max-cases", type=_positive_int, metavar="N", help="stop after N cases")
     run.add_argument(
+        "--timeout",
+        type=_duration,
+        default=60.0,
+        metavar="SECONDS",
+        help="per-case limit for each side; a side that runs longer is a 'hang' finding (default 60 s)",
+    )
+    run.add_argument(
         "--seed", type=_seed, help="campaign seed; the same seed repeats the same cases (default: random, printed)"
     )
     run.add_argument(
@@ -120,7 +127,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     console = Console(width=None if sys.stdout.isatty() else 160)
     duration = args.duration if args.duration is not None or args.max_cases is not None else 60.0
     try:
-        campaign = Campaign(CampaignConfig(out=out, seed=seed, duration=duration, max_cases=args.max_cases))
+        campaign = Campaign(
+            CampaignConfig(out=out, seed=seed, duration=duration, max_cases=args.max_cases, case_timeout=args.timeout)
+        )
     except RegistryError as e:
         raise UsageError(str(e)) from None
     console.print(

@@ -16,7 +16,15 @@ from pathlib import Path
 
 from .execute import Outcome, Side
 
-VERDICTS = ("consistent", "value_mismatch", "error_functorch_only", "error_reference_only", "different_errors")
+VERDICTS = (
+    "consistent",
+    "value_mismatch",
+    "error_functorch_only",
+    "error_reference_only",
+    "different_errors",
+    "hang",  # a side did not finish within the per-case timeout
+    "slow",  # values agree, one side far slower (NOTE [slow findings] in fuzzer/render.py)
+)
 #: Verdicts that are findings (``expected`` and ``consistent`` are not).
 FINDING_VERDICTS = VERDICTS[1:]
 ALL_VERDICTS = ("consistent", "expected", *FINDING_VERDICTS)
@@ -70,7 +78,7 @@ def load_registry(path: Path | str = DEFAULT_REGISTRY) -> tuple[Limitation, ...]
 def classify(outcome: Outcome, registry: tuple[Limitation, ...]) -> tuple[str, str | None]:
     """(verdict, name of the limitation that explains it or None)."""
     v = outcome.verdict
-    if v in ("consistent", "value_mismatch"):
+    if v in ("consistent", "value_mismatch", "hang", "slow"):
         return v, None
     blamed = []
     if not outcome.functorch.ok:

@@ -9,8 +9,12 @@ the file is additionally run in a fresh interpreter (:mod:`fuzzer.findings`).
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,8 +57,35 @@ def _side(result: tuple[Any, BaseException | None]) -> Side:
     return Side(str(value), None, None)
 
 
-def run_source(source: str, name: str = "<affuzz case>") -> Outcome:
-    """Exec ``source`` (a rendered repro) in a fresh namespace and run its ``check()``."""
+class CaseTimeout(BaseException):
+    """Raised by the per-case timer; a BaseException so the script's ``except Exception`` lets it through."""
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float | None) -> Iterator[None]:
+    """Interrupt the block after ``seconds`` (SIGALRM: main thread, POSIX); no limit when None."""
+    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def fire(signum: int, frame: Any) -> None:
+        raise CaseTimeout
+
+    previous = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def run_source(source: str, name: str = "<affuzz case>", *, timeout: float | None = None) -> Outcome:
+    """Exec ``source`` (a rendered repro) in a fresh namespace and run its ``check()``.
+
+    With ``timeout``, a case whose sides do not finish in time gets the verdict ``hang``; the side that
+    was still running is reported as a ``Timeout`` error.
+    """
     code = compile(source, name, "exec")
     ns: dict[str, Any] = {"__name__": "affuzz_case"}
     start = time.perf_counter()
@@ -62,12 +93,23 @@ def run_source(source: str, name: str = "<affuzz case>") -> Outcome:
         # torch's own deprecation and tracing warnings (e.g. linearize's make_fx) would flood a campaign
         warnings.simplefilter("ignore")
         exec(code, ns)  # noqa: S102 (rendered from the closed IR vocabulary only)
-        verdict, fc, ref = ns["check"]()
+        try:
+            with _deadline(timeout):
+                verdict, fc, ref = ns["check"]()
+        except CaseTimeout:
+            done = ns.get("SECONDS", {})
+            (_, mode_a, _), _ = ns["SIDES"]
+            hung = Side(None, "Timeout", f"no result after {timeout} s")
+            finished = Side(f"finished in {done.get(mode_a.__name__, 0.0):.3f} s", None, None)
+            a_done = mode_a.__name__ in done
+            return Outcome(
+                "hang", finished if a_done else hung, hung if a_done else Side("not run", None, None), timeout or 0.0
+            )
     return Outcome(verdict, _side(fc), _side(ref), time.perf_counter() - start)
 
 
-def run_case(case: Case, oracle: str = MAIN) -> Outcome:
-    return run_source(render(case, oracle=oracle))
+def run_case(case: Case, oracle: str = MAIN, *, timeout: float | None = None) -> Outcome:
+    return run_source(render(case, oracle=oracle), timeout=timeout)
 
 
 TRIAGE_LABELS = ("functorch_wrong", "reference_wrong", "both_wrong", "undetermined")

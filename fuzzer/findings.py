@@ -108,10 +108,17 @@ def run_repro(repro: Path, *, python: str = sys.executable, timeout: float = 600
     }
 
 
-def verify_and_publish(out: Path, staged: Path, finding: Finding, *, python: str = sys.executable) -> tuple[bool, Path]:
-    """Run the staged repro; publish it as a finding if it exited 1. Returns (verified, final dir)."""
-    result = run_repro(staged / "repro.py", python=python)
-    verified = result["exit_code"] == 1
+def verify_and_publish(
+    out: Path, staged: Path, finding: Finding, *, python: str = sys.executable, case_timeout: float | None = 60.0
+) -> tuple[bool, Path]:
+    """Run the staged repro; publish it as a finding if it exited 1 (for a ``hang``: if it did not finish
+    within twice the per-case timeout, plus start-up). Returns (verified, final dir)."""
+    if finding.signature.verdict == "hang":
+        result = run_repro(staged / "repro.py", python=python, timeout=2 * (case_timeout or 60.0) + 30)
+        verified = result["exit_code"] is None
+    else:
+        result = run_repro(staged / "repro.py", python=python)
+        verified = result["exit_code"] == 1
     dest_root = out / ("findings" if verified else "unverified")
     dest_root.mkdir(parents=True, exist_ok=True)
     dest = dest_root / staged.name

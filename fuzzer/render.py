@@ -34,6 +34,11 @@ from .oracles import MAIN, SIDE_B, side_b_case
 
 CLASS_NAME = "Fn"
 _RUNTIME = ("run", "check", "triage", "show", "main")
+# NOTE [slow findings]: values agree but one side took more than SLOW_RATIO times as long as the other,
+# and more than SLOW_SECONDS. Small cases make the vectorized side fast and the loops of create_graph
+# mode slow by a factor of tens at most, so 50x over at least a second singles out real cost cliffs.
+SLOW_RATIO = 50
+SLOW_SECONDS = 1.0
 
 
 @functools.cache
@@ -527,7 +532,7 @@ def render(case: Case, *, header: tuple[str, ...] | list[str] = (), oracle: str 
     xs = ", ".join(f"x{i}" for i in range(fn.n_inputs))
     lib = _lib_sources()
     out: list[str] = [f"# {h}" if h else "#" for h in header]
-    out += ["import sys", "", "import torch"]
+    out += ["import sys", "import time", "", "import torch"]
     if fn.once_differentiable:
         out.append("from torch.autograd.function import once_differentiable")
     if func_imports:
@@ -555,6 +560,8 @@ def render(case: Case, *, header: tuple[str, ...] | list[str] = (), oracle: str 
         '    ("functorch", functorch_mode, FUNCTORCH_REQUIRES_GRAD),',
         f'    ("{side_b}", {side_b}_mode, {grad_b}),',
         ")",
+        "SECONDS = {}  # mode name -> seconds its last run took",
+        f"SLOW_RATIO, SLOW_SECONDS = {SLOW_RATIO}, {SLOW_SECONDS}  # one side this much slower (and > SLOW_SECONDS): 'slow'",
     ]
     if exact:
         out += ["", "", f"def fd_mode({xs}):", f"    return {fd_expr}({xs})"]

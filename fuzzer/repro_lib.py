@@ -36,6 +36,8 @@ Where ``grad`` needs a scalar, both modes sum the inner output first (``summed``
 
 from __future__ import annotations
 
+import time
+
 import torch
 
 
@@ -134,10 +136,13 @@ def jacrev_loop(fn, argnums=0):
 
 def run(mode, requires_grad):
     args = [t.clone().requires_grad_(requires_grad) for t in inputs()]  # noqa: F821 (defined by the script)
+    start = time.perf_counter()
     try:
         return mode(*args), None
     except Exception as e:  # noqa: BLE001 (any error is an outcome)
         return None, e
+    finally:
+        SECONDS[mode.__name__] = time.perf_counter() - start  # noqa: F821
 
 
 def check():
@@ -150,6 +155,9 @@ def check():
             verdict = "consistent"
         except AssertionError:
             verdict = "value_mismatch"
+        fast, slow = sorted(SECONDS[m.__name__] for m in (mode_a, mode_b))  # noqa: F821
+        if verdict == "consistent" and slow > SLOW_SECONDS and slow > SLOW_RATIO * fast:  # noqa: F821
+            verdict = "slow"
     elif fc_err is not None and ref_err is not None:
         verdict = "consistent" if type(fc_err) is type(ref_err) else "different_errors"
     else:
@@ -184,8 +192,8 @@ def show(result):
 
 def main():
     verdict, fc, ref = check()
-    for (name, _, _), result in zip(SIDES, (fc, ref), strict=True):  # noqa: F821
-        print(f"============= {name}")
+    for (name, mode, _), result in zip(SIDES, (fc, ref), strict=True):  # noqa: F821
+        print(f"============= {name} ({SECONDS[mode.__name__]:.3f} s)")  # noqa: F821
         print(show(result))
     print("verdict:", verdict)
     if verdict == "value_mismatch":

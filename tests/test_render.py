@@ -45,7 +45,7 @@ def test_planted_vmap_bug_repro_exits_1(planted_case: Case, tmp_path: Path) -> N
 def test_repro_imports_only_torch(planted_case: Case) -> None:
     text = render(planted_case)
     imports = [line for line in text.splitlines() if line.startswith(("import ", "from "))]
-    assert imports == ["import sys", "import torch", "from torch.func import grad, vmap"]
+    assert imports == ["import sys", "import time", "import torch", "from torch.func import grad, vmap"]
     code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
     assert "fuzzer" not in code and "affuzz" not in code
 

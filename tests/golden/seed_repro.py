@@ -1,5 +1,6 @@
 # affuzz repro of ../shared/seed (torch 2.0.1: functorch 0, create_graph 6)
 import sys
+import time
 
 import torch
 from torch.func import grad
@@ -126,6 +127,8 @@ SIDES = (
     ("functorch", functorch_mode, FUNCTORCH_REQUIRES_GRAD),
     ("create_graph", create_graph_mode, True),
 )
+SECONDS = {}  # mode name -> seconds its last run took
+SLOW_RATIO, SLOW_SECONDS = 50, 1.0  # one side this much slower (and > SLOW_SECONDS): 'slow'
 
 
 def fd_mode(x0):
@@ -134,10 +137,13 @@ def fd_mode(x0):
 
 def run(mode, requires_grad):
     args = [t.clone().requires_grad_(requires_grad) for t in inputs()]
+    start = time.perf_counter()
     try:
         return mode(*args), None
     except Exception as e:
         return None, e
+    finally:
+        SECONDS[mode.__name__] = time.perf_counter() - start
 
 
 def check():
@@ -150,6 +156,9 @@ def check():
             verdict = "consistent"
         except AssertionError:
             verdict = "value_mismatch"
+        fast, slow = sorted(SECONDS[m.__name__] for m in (mode_a, mode_b))
+        if verdict == "consistent" and slow > SLOW_SECONDS and slow > SLOW_RATIO * fast:
+            verdict = "slow"
     elif fc_err is not None and ref_err is not None:
         verdict = "consistent" if type(fc_err) is type(ref_err) else "different_errors"
     else:
@@ -184,8 +193,8 @@ def show(result):
 
 def main():
     verdict, fc, ref = check()
-    for (name, _, _), result in zip(SIDES, (fc, ref), strict=True):
-        print(f"============= {name}")
+    for (name, mode, _), result in zip(SIDES, (fc, ref), strict=True):
+        print(f"============= {name} ({SECONDS[mode.__name__]:.3f} s)")
         print(show(result))
     print("verdict:", verdict)
     if verdict == "value_mismatch":

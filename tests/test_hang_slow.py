@@ -1,0 +1,42 @@
+"""Per-case timeouts (hang findings) and cost cliffs (slow findings), on real torch runs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from fuzzer.campaign import Campaign, CampaignConfig
+from fuzzer.case import Case
+from fuzzer.execute import run_case, run_source
+from fuzzer.render import render
+from strategies import cases
+
+
+def test_timeout_turns_a_case_into_a_hang(planted_case: Case) -> None:
+    outcome = run_case(planted_case, timeout=1e-4)
+    assert outcome.verdict == "hang"
+    assert outcome.functorch.error_type == "Timeout"
+    # the same case without a limit finishes (it is the planted value mismatch)
+    assert run_case(planted_case).verdict == "value_mismatch"
+
+
+def test_slow_side_is_a_slow_finding(planted_case: Case) -> None:
+    assert "SLOW_RATIO, SLOW_SECONDS = 50, 1.0" in render(planted_case)
+    # With a ratio of 1 and no floor, whichever side is slower makes an agreeing case 'slow'.
+    agreeing = replace(planted_case, function=replace(planted_case.function, vmap_rule="custom"))
+    text = render(agreeing).replace("SLOW_RATIO, SLOW_SECONDS = 50, 1.0", "SLOW_RATIO, SLOW_SECONDS = 1.0, 0.0")
+    assert run_source(render(agreeing)).verdict == "consistent"
+    assert run_source(text).verdict == "slow"
+
+
+def test_spurious_hang_is_not_reported(tmp_path: Path) -> None:
+    """A 'hang' caused only by a tiny limit does not reproduce in a fresh process, so it is not reported."""
+    strategy = cases(transforms=["grad"], max_depth=1, outer_autograd=False, styles=["setup_context"])
+    campaign = Campaign(
+        CampaignConfig(out=tmp_path, seed=1, duration=None, max_cases=1, strategy=strategy, case_timeout=1e-4)
+    )
+    campaign.run()
+    summary = campaign.summary()
+    assert summary["verdicts"]["hang"] == 1
+    assert [b["status"] for b in summary["buckets"]] == ["unverified"]
+    assert not (tmp_path / "findings").exists() or not any((tmp_path / "findings").iterdir())

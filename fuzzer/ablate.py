@@ -77,7 +77,9 @@ def drop_outputs(case: Case, drop: set[int]) -> Case | None:
     )
     shapes = output_shapes(fn, tuple(case.inputs.shape))
     combine = case.f.combine if len({shapes[j] for j in uses}) == 1 else "sum"
-    return _finish(replace(case, function=fn, f=FDef(uses, combine)))
+    inplace = tuple(new_index[j] for j in case.f.inplace if j in new_index)
+    f = FDef(uses, combine, inplace, case.f.inplace_no_grad and bool(inplace))
+    return _finish(replace(case, function=fn, f=f))
 
 
 def without(case: Case, tag: str) -> Case | None:
@@ -123,6 +125,8 @@ def without(case: Case, tag: str) -> Case | None:
         "saved_on_ctx": {"on_ctx": ()},
         "saved_detached": {"detached": ()},
     }
+    if tag == "inplace_on_output":
+        return _finish(replace(case, f=replace(case.f, inplace=(), inplace_no_grad=False)))
     if tag in off:
         return _finish(replace(case, function=replace(fn, **off[tag])))
     return None

@@ -136,10 +136,14 @@ class FDef:
     """``f(*inputs)``: applies the Function, keeps ``uses`` outputs and combines them.
 
     ``add``: elementwise sum (all used outputs have one shape); ``sum``: sum of each output's ``.sum()``.
+    ``inplace``: node outputs ``f`` doubles in place (``o.mul_(2)``) right after ``apply``, under
+    ``torch.no_grad()`` when ``inplace_no_grad``.
     """
 
     uses: tuple[int, ...] = (0,)
     combine: str = "add"
+    inplace: tuple[int, ...] = ()
+    inplace_no_grad: bool = False
 
 
 @dataclass(frozen=True)
@@ -652,6 +656,13 @@ def validate(case: Case) -> Case:
         "output index out of range",
     )
     _one_of(case.f.combine, COMBINES, "f.combine", "combine")
+    _check(
+        all(isinstance(j, int) and 0 <= j < len(fn.outputs) and fn.outputs[j].kind == "node" for j in case.f.inplace)
+        and len(set(case.f.inplace)) == len(case.f.inplace),
+        "f.inplace",
+        "must list distinct node outputs",
+    )
+    _check(isinstance(case.f.inplace_no_grad, bool), "f.inplace_no_grad", "must be true or false")
     if case.f.combine == "add":
         shapes = output_shapes(fn, base)
         _check(
@@ -813,7 +824,12 @@ def case_to_json(case: Case) -> dict[str, Any]:
             "on_ctx": list(fn.on_ctx),
             "detached": list(fn.detached),
         },
-        "f": {"uses": list(case.f.uses), "combine": case.f.combine},
+        "f": {
+            "uses": list(case.f.uses),
+            "combine": case.f.combine,
+            "inplace": list(case.f.inplace),
+            "inplace_no_grad": case.f.inplace_no_grad,
+        },
         "inputs": {
             "shape": list(case.inputs.shape),
             "dtype": case.inputs.dtype,
@@ -945,7 +961,7 @@ def case_from_json(data: Any) -> Case:
         on_ctx=tuple(_list(fd.get("on_ctx", []), "function.on_ctx")),
         detached=tuple(_list(fd.get("detached", []), "function.detached")),
     )
-    f = _obj(d["f"], "f", ("uses",), ("combine",))
+    f = _obj(d["f"], "f", ("uses",), ("combine", *(("inplace", "inplace_no_grad") if v2 else ())))
     idata = _obj(d["inputs"], "inputs", ("shape", "values"), ("dtype",))
     inputs = Inputs(
         shape=tuple(_int(s, "inputs.shape") for s in _list(idata["shape"], "inputs.shape")),
@@ -977,6 +993,8 @@ def case_from_json(data: Any) -> Case:
         f=FDef(
             uses=tuple(_int(j, "f.uses") for j in _list(f["uses"], "f.uses")),
             combine=f.get("combine", "add"),
+            inplace=tuple(_int(j, "f.inplace") for j in _list(f.get("inplace", []), "f.inplace")),
+            inplace_no_grad=f.get("inplace_no_grad", False),
         ),
         inputs=inputs,
         transforms=tuple(transforms),

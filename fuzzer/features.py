@@ -33,6 +33,7 @@ ALL_FEATURES = (
     "materialize_grads_false",
     "non_tensor_input",
     "non_tensor_output",
+    "inplace_on_output",
 )
 
 
@@ -74,6 +75,8 @@ def features(case: Case) -> tuple[str, ...]:
         "saved_detached": bool(fn.detached),
     }
     tags.update(t for t, on in flags.items() if on)
+    if case.f.inplace:
+        tags.add("inplace_on_output")
     return tuple(t for t in ALL_FEATURES if t in tags)
 
 
@@ -116,4 +119,5 @@ def derivatives_exact(case: Case) -> bool:
         and not fn.detached
         and not fn.once_differentiable
         and not fn.non_differentiable
+        and not (case.f.inplace and case.f.inplace_no_grad)  # values change where gradients do not
     )

@@ -33,7 +33,7 @@ from .features import derivatives_exact
 from .oracles import MAIN, SIDE_B, side_b_case
 
 CLASS_NAME = "Fn"
-_RUNTIME = ("run", "check", "triage", "show", "main")
+_RUNTIME = ("run", "too_slow", "check", "triage", "show", "main")
 # NOTE [slow findings]: values agree but one side took more than SLOW_RATIO times as long as the other,
 # and more than SLOW_SECONDS. Small cases make the vectorized side fast and the loops of create_graph
 # mode slow by a factor of tens at most, so 50x over at least a second singles out real cost cliffs.
@@ -384,8 +384,11 @@ def render_function(fn: FunctionDef, base: tuple[int, ...], dtype: str = "float6
 def _f(case: Case) -> list[str]:
     fn = case.function
     xs = ", ".join(f"x{i}" for i in range(fn.n_inputs))
-    os_ = [f"o{j}" if j in case.f.uses else "_" for j in range(len(fn.outputs))]
+    os_ = [f"o{j}" if j in case.f.uses or j in case.f.inplace else "_" for j in range(len(fn.outputs))]
     lhs = os_[0] if len(os_) == 1 else ", ".join(os_)
+    inplace = [f"o{j}.mul_(2)" for j in case.f.inplace]
+    if inplace and case.f.inplace_no_grad:
+        inplace = ["with torch.no_grad():", *[f"    {line}" for line in inplace]]
     used = [f"o{j}" for j in case.f.uses]
     if case.f.combine == "sum":
         ret = " + ".join(f"{o}.sum()" for o in used)
@@ -394,6 +397,7 @@ def _f(case: Case) -> list[str]:
     return [
         f"def f({xs}):",
         f"    {lhs} = {CLASS_NAME}.apply({xs})",
+        *[f"    {line}" for line in inplace],
         f"    return {ret}",
     ]
 

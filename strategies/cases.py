@@ -28,7 +28,7 @@ from fuzzer.case import (
 )
 
 from ._validate import check_int_range, check_subset
-from .functions import functions
+from .functions import _rarely, functions
 from .inputs import tensor_values
 from .transforms import transform_stacks
 
@@ -128,7 +128,10 @@ def _case(
     combine = draw(st.sampled_from(("add", "sum")))
     if len({shapes[j] for j in uses}) > 1:
         combine = "sum"
+    inplace = tuple(j for j, o in enumerate(fn.outputs) if o.kind == "node" and draw(_rarely))
+    inplace_no_grad = bool(inplace) and draw(st.booleans())
     dtype = draw(st.sampled_from(dtypes))
-    draft = repair_vmap_dims(Case(fn, FDef(uses, combine), Inputs(shape, (), dtype), stack))
+    f = FDef(uses, combine, inplace, inplace_no_grad)
+    draft = repair_vmap_dims(Case(fn, f, Inputs(shape, (), dtype), stack))
     values = tuple(draw(tensor_values(n_inputs=1, numel=numel(s)))[0] for s in input_shapes(draft))
     return replace(draft, inputs=Inputs(shape, values, dtype))

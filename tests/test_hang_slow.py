@@ -15,7 +15,7 @@ from strategies import cases
 def test_timeout_turns_a_case_into_a_hang(planted_case: Case) -> None:
     outcome = run_case(planted_case, timeout=1e-4)
     assert outcome.verdict == "hang"
-    assert outcome.functorch.error_type == "Timeout"
+    assert "Timeout" in (outcome.functorch.error_type, outcome.reference.error_type)
     # the same case without a limit finishes (it is the planted value mismatch)
     assert run_case(planted_case).verdict == "value_mismatch"
 

@@ -64,6 +64,8 @@ VMAP_RULES = ("none", "generate", "custom", "custom_wrong")
 DTYPES = ("float64", "float32")
 COMBINES = ("add", "sum")
 OUTPUT_KINDS = ("node", "input", "view")
+#: The Python int a Function with ``non_tensor_output`` returns last; ``f`` scales its result by it.
+NON_TENSOR_OUTPUT = 2
 MAX_INPUTS = 3
 MAX_OUTPUTS = 3
 MAX_NODES = 8
@@ -129,6 +131,7 @@ class FunctionDef:
     non_differentiable: tuple[int, ...] = ()  # node outputs passed to ctx.mark_non_differentiable
     on_ctx: tuple[str, ...] = ()  # saved refs kept as ctx attributes instead of save_for_backward
     detached: tuple[str, ...] = ()  # saved refs saved as .detach()
+    non_tensor_output: bool = False  # forward also returns a Python int (NON_TENSOR_OUTPUT), last
 
 
 @dataclass(frozen=True)
@@ -613,7 +616,7 @@ def validate(case: Case) -> Case:
         "function.vmap_rule",
         "a legacy-style Function cannot have a vmap rule",
     )
-    for name in ("jvp_rule", "once_differentiable", "materialize_grads"):
+    for name in ("jvp_rule", "once_differentiable", "materialize_grads", "non_tensor_output"):
         _check(isinstance(getattr(fn, name), bool), f"function.{name}", "must be true or false")
     referenced = [o.ref for o in fn.outputs]
     for j in fn.non_differentiable:
@@ -823,6 +826,7 @@ def case_to_json(case: Case) -> dict[str, Any]:
             "non_differentiable": list(fn.non_differentiable),
             "on_ctx": list(fn.on_ctx),
             "detached": list(fn.detached),
+            "non_tensor_output": fn.non_tensor_output,
         },
         "f": {
             "uses": list(case.f.uses),
@@ -899,7 +903,15 @@ def case_from_json(data: Any) -> Case:
         f"unsupported version {version!r} (this affuzz reads {', '.join(map(str, READABLE_SCHEMA_VERSIONS))})",
     )
     v2 = version >= 2
-    v2_function = ("jvp_rule", "once_differentiable", "materialize_grads", "non_differentiable", "on_ctx", "detached")
+    v2_function = (
+        "jvp_rule",
+        "once_differentiable",
+        "materialize_grads",
+        "non_differentiable",
+        "on_ctx",
+        "detached",
+        "non_tensor_output",
+    )
     fd = _obj(
         d["function"],
         "function",
@@ -960,6 +972,7 @@ def case_from_json(data: Any) -> Case:
         ),
         on_ctx=tuple(_list(fd.get("on_ctx", []), "function.on_ctx")),
         detached=tuple(_list(fd.get("detached", []), "function.detached")),
+        non_tensor_output=fd.get("non_tensor_output", False),
     )
     f = _obj(d["f"], "f", ("uses",), ("combine", *(("inplace", "inplace_no_grad") if v2 else ())))
     idata = _obj(d["inputs"], "inputs", ("shape", "values"), ("dtype",))

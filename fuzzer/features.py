@@ -37,7 +37,7 @@ ALL_FEATURES = (
 )
 
 
-RESERVED = ("mark_dirty", "non_tensor_input", "non_tensor_output")
+RESERVED = ("mark_dirty", "non_tensor_input")
 
 
 def features(case: Case) -> tuple[str, ...]:
@@ -73,6 +73,7 @@ def features(case: Case) -> tuple[str, ...]:
         "mark_non_differentiable": bool(fn.non_differentiable),
         "saved_on_ctx": bool(fn.on_ctx),
         "saved_detached": bool(fn.detached),
+        "non_tensor_output": fn.non_tensor_output,
     }
     tags.update(t for t, on in flags.items() if on)
     if case.f.inplace:

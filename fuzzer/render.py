@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .case import (
     INVERTIBLE_VIEWS,
+    NON_TENSOR_OUTPUT,
     Case,
     FunctionDef,
     Transform,
@@ -144,6 +145,7 @@ def _ctx_lines(fn: FunctionDef, name_of: dict[str, str], indent: str) -> list[st
 def _forward(fn: FunctionDef) -> list[str]:
     args = ", ".join(f"x{i}" for i in range(fn.n_inputs))
     exprs = _output_exprs(fn)
+    extra = [str(NON_TENSOR_OUTPUT)] if fn.non_tensor_output else []
     if fn.style == "legacy":
         lines = ["    @staticmethod", f"    def forward(ctx, {args}):"]
         lines += _node_lines(fn, live_nodes(fn), "        ")
@@ -157,11 +159,11 @@ def _forward(fn: FunctionDef) -> list[str]:
                     exprs[j] = r
                 name_of[r] = exprs[j]
         lines += _ctx_lines(fn, name_of, "        ")
-        lines.append(f"        return {_returns(exprs)}")
+        lines.append(f"        return {_returns(exprs + extra)}")
         return lines
     lines = ["    @staticmethod", f"    def forward({args}):"]
     lines += _node_lines(fn, _deps(fn, [o.ref for o in fn.outputs]), "        ")
-    lines.append(f"        return {_returns(exprs)}")
+    lines.append(f"        return {_returns(exprs + extra)}")
     lines += ["", "    @staticmethod", "    def setup_context(ctx, inputs, output):"]
     recompute = _deps(fn, [r for r in fn.saved if r.startswith("t")])
     used = set(fn.saved) | {f"o{j}" for j in fn.non_differentiable}
@@ -170,7 +172,7 @@ def _forward(fn: FunctionDef) -> list[str]:
     for k in recompute:
         used.update(fn.nodes[k].args)
     xs = [f"x{i}" if f"x{i}" in used else "_" for i in range(fn.n_inputs)]
-    os_ = [f"o{j}" if f"o{j}" in used else "_" for j in range(len(fn.outputs))]
+    os_ = [f"o{j}" if f"o{j}" in used else "_" for j in range(len(fn.outputs))] + (["_"] if extra else [])
     if any(x != "_" for x in xs):
         lines.append(f"        {_tup(xs)} = inputs")
     if any(o != "_" for o in os_):
@@ -212,6 +214,7 @@ def _jvp_rule(fn: FunctionDef) -> list[str]:
     # Forward AD requires the tangent of an output that is a view (or an input as-is) to be a view too.
     outs = [_view_expr(tan(o.ref), o.view or View("view_as")) if o.kind != "node" else tan(o.ref) for o in fn.outputs]
     outs = ["None" if j in fn.non_differentiable else e for j, e in enumerate(outs)]  # no tangent
+    outs += ["None"] if fn.non_tensor_output else []
     lines.append(f"        return {_returns(outs)}")
     return lines
 
@@ -236,7 +239,11 @@ def _vmap_rule(fn: FunctionDef) -> list[str]:
     scale = " * 2" if fn.vmap_rule == "custom_wrong" else ""
     if fn.vmap_rule == "custom_wrong":
         lines.append("        # planted bug: this rule contradicts forward (outputs doubled)")
-    if n_out == 1:
+    if fn.non_tensor_output:
+        dims = ", ".join(["0"] * n_out + ["None"])
+        lines.append(f"        stacked = [torch.stack(o){scale} for o in zip(*[out[:-1] for out in outs])]")
+        lines.append(f"        return (*stacked, outs[0][-1]), ({dims})")
+    elif n_out == 1:
         lines.append(f"        return torch.stack(outs){scale}, 0")
     else:
         lines.append(f"        return tuple(torch.stack(o){scale} for o in zip(*outs)), ({', '.join(['0'] * n_out)})")
@@ -269,7 +276,7 @@ def _unview_grad(g: str, v: View, base: tuple[int, ...]) -> str:
 
 
 def _backward(fn: FunctionDef, base: tuple[int, ...], dtype: str) -> list[str]:
-    gs = [f"g{j}" for j in range(len(fn.outputs))]
+    gs = [f"g{j}" for j in range(len(fn.outputs))] + (["_g_int"] if fn.non_tensor_output else [])
     lines = ["    @staticmethod"]
     if fn.once_differentiable:
         lines.append("    @once_differentiable")
@@ -385,6 +392,7 @@ def _f(case: Case) -> list[str]:
     fn = case.function
     xs = ", ".join(f"x{i}" for i in range(fn.n_inputs))
     os_ = [f"o{j}" if j in case.f.uses or j in case.f.inplace else "_" for j in range(len(fn.outputs))]
+    os_ += ["n"] if fn.non_tensor_output else []
     lhs = os_[0] if len(os_) == 1 else ", ".join(os_)
     inplace = [f"o{j}.mul_(2)" for j in case.f.inplace]
     if inplace and case.f.inplace_no_grad:
@@ -394,6 +402,8 @@ def _f(case: Case) -> list[str]:
         ret = " + ".join(f"{o}.sum()" for o in used)
     else:
         ret = " + ".join(used)
+    if fn.non_tensor_output:
+        ret = f"({ret}) * n" if " " in ret else f"{ret} * n"
     return [
         f"def f({xs}):",
         f"    {lhs} = {CLASS_NAME}.apply({xs})",

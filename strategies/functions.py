@@ -200,4 +200,5 @@ def _function(
         non_differentiable=nondiff,
         on_ctx=on_ctx,
         detached=detached,
+        non_tensor_output=draw(_rarely),
     )

@@ -35,7 +35,10 @@ SCHEMA_VERSION = 2
 READABLE_SCHEMA_VERSIONS = (1, 2)
 
 #: Elementwise forward ops: name -> arity.
-OPS: dict[str, int] = {"pow": 1, "mul": 2, "add": 2, "sin": 1, "exp": 1}
+OPS: dict[str, int] = {"pow": 1, "mul": 2, "add": 2, "sin": 1, "exp": 1, "scale": 1, "shift": 1}
+#: Ops that read a non-tensor (Python float) input of the Function: ``a * s`` and ``a + s``.
+SCALAR_OPS = ("scale", "shift")
+MAX_SCALARS = 2
 POW_EXPONENTS = (2, 3)
 VIEW_OPS = (
     "view_as",
@@ -91,6 +94,7 @@ class Node:
     op: str
     args: tuple[str, ...]
     exponent: int = 2  # only meaningful for ``pow``
+    scalar: int = 0  # scale/shift: index into FunctionDef.scalars
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,7 @@ class FunctionDef:
     on_ctx: tuple[str, ...] = ()  # saved refs kept as ctx attributes instead of save_for_backward
     detached: tuple[str, ...] = ()  # saved refs saved as .detach()
     non_tensor_output: bool = False  # forward also returns a Python int (NON_TENSOR_OUTPUT), last
+    scalars: tuple[float, ...] = ()  # non-tensor inputs s<i>, passed to apply after the tensors
 
 
 @dataclass(frozen=True)
@@ -556,6 +561,12 @@ def validate(case: Case) -> Case:
                 f"{w}.exponent",
                 f"must be one of {POW_EXPONENTS}",
             )
+        if node.op in SCALAR_OPS:
+            _check(
+                isinstance(node.scalar, int) and 0 <= node.scalar < len(fn.scalars),
+                f"{w}.scalar",
+                "must index function.scalars",
+            )
     _check(
         1 <= len(fn.outputs) <= MAX_OUTPUTS,
         "function.outputs",
@@ -615,6 +626,12 @@ def validate(case: Case) -> Case:
         fn.style == "setup_context" or fn.vmap_rule == "none",
         "function.vmap_rule",
         "a legacy-style Function cannot have a vmap rule",
+    )
+    _check(len(fn.scalars) <= MAX_SCALARS, "function.scalars", f"at most {MAX_SCALARS}")
+    _check(
+        all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in fn.scalars),
+        "function.scalars",
+        "must be finite numbers",
     )
     for name in ("jvp_rule", "once_differentiable", "materialize_grads", "non_tensor_output"):
         _check(isinstance(getattr(fn, name), bool), f"function.{name}", "must be true or false")
@@ -804,6 +821,7 @@ def case_to_json(case: Case) -> dict[str, Any]:
                     "op": n.op,
                     "args": list(n.args),
                     **({"exponent": n.exponent} if n.op == "pow" else {}),
+                    **({"scalar": n.scalar} if n.op in SCALAR_OPS else {}),
                 }
                 for n in fn.nodes
             ],
@@ -827,6 +845,7 @@ def case_to_json(case: Case) -> dict[str, Any]:
             "on_ctx": list(fn.on_ctx),
             "detached": list(fn.detached),
             "non_tensor_output": fn.non_tensor_output,
+            "scalars": list(fn.scalars),
         },
         "f": {
             "uses": list(case.f.uses),
@@ -911,6 +930,7 @@ def case_from_json(data: Any) -> Case:
         "on_ctx",
         "detached",
         "non_tensor_output",
+        "scalars",
     )
     fd = _obj(
         d["function"],
@@ -921,12 +941,13 @@ def case_from_json(data: Any) -> Case:
     nodes = []
     for k, nd in enumerate(_list(fd["nodes"], "function.nodes")):
         w = f"function.nodes[{k}]"
-        nd = _obj(nd, w, ("op", "args"), ("exponent",))
+        nd = _obj(nd, w, ("op", "args"), ("exponent", *(("scalar",) if v2 else ())))
         nodes.append(
             Node(
                 op=nd["op"],
                 args=tuple(_list(nd["args"], f"{w}.args")),
                 exponent=_int(nd.get("exponent", 2), f"{w}.exponent"),
+                scalar=_int(nd.get("scalar", 0), f"{w}.scalar"),
             )
         )
     outputs = []
@@ -973,6 +994,7 @@ def case_from_json(data: Any) -> Case:
         on_ctx=tuple(_list(fd.get("on_ctx", []), "function.on_ctx")),
         detached=tuple(_list(fd.get("detached", []), "function.detached")),
         non_tensor_output=fd.get("non_tensor_output", False),
+        scalars=tuple(_list(fd.get("scalars", []), "function.scalars")),
     )
     f = _obj(d["f"], "f", ("uses",), ("combine", *(("inplace", "inplace_no_grad") if v2 else ())))
     idata = _obj(d["inputs"], "inputs", ("shape", "values"), ("dtype",))

@@ -37,7 +37,7 @@ ALL_FEATURES = (
 )
 
 
-RESERVED = ("mark_dirty", "non_tensor_input")
+RESERVED = ("mark_dirty",)
 
 
 def features(case: Case) -> tuple[str, ...]:
@@ -74,6 +74,7 @@ def features(case: Case) -> tuple[str, ...]:
         "saved_on_ctx": bool(fn.on_ctx),
         "saved_detached": bool(fn.detached),
         "non_tensor_output": fn.non_tensor_output,
+        "non_tensor_input": bool(fn.scalars),
     }
     tags.update(t for t, on in flags.items() if on)
     if case.f.inplace:

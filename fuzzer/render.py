@@ -74,6 +74,10 @@ def _node_expr(fn: FunctionDef, k: int, val: dict[str, str] | None = None) -> st
         return f"{a[0]} * {a[1]}"
     if node.op == "add":
         return f"{a[0]} + {a[1]}"
+    if node.op == "scale":
+        return f"{a[0]} * s{node.scalar}"
+    if node.op == "shift":
+        return f"{a[0]} + s{node.scalar}"
     return f"torch.{node.op}({a[0]})"
 
 
@@ -120,7 +124,7 @@ def _returns(exprs: list[str]) -> str:
 def _ctx_lines(fn: FunctionDef, name_of: dict[str, str], indent: str) -> list[str]:
     """What forward/setup_context tells ctx: saved tensors (save_for_backward, or ctx attributes; some
     detached), tensors saved for jvp, non-differentiable outputs, materialize_grads."""
-    lines = []
+    lines = [f"{indent}ctx.s{i} = s{i}" for i in range(len(fn.scalars))]
 
     def value(r: str) -> str:
         v = name_of.get(r, r)
@@ -142,8 +146,13 @@ def _ctx_lines(fn: FunctionDef, name_of: dict[str, str], indent: str) -> list[st
     return lines
 
 
+def _args(fn: FunctionDef) -> list[str]:
+    """The Function's parameters: tensors x<i>, then non-tensor inputs s<i>."""
+    return [f"x{i}" for i in range(fn.n_inputs)] + [f"s{i}" for i in range(len(fn.scalars))]
+
+
 def _forward(fn: FunctionDef) -> list[str]:
-    args = ", ".join(f"x{i}" for i in range(fn.n_inputs))
+    args = ", ".join(_args(fn))
     exprs = _output_exprs(fn)
     extra = [str(NON_TENSOR_OUTPUT)] if fn.non_tensor_output else []
     if fn.style == "legacy":
@@ -171,7 +180,7 @@ def _forward(fn: FunctionDef) -> list[str]:
         used |= {f"x{i}" for i in range(fn.n_inputs)}
     for k in recompute:
         used.update(fn.nodes[k].args)
-    xs = [f"x{i}" if f"x{i}" in used else "_" for i in range(fn.n_inputs)]
+    xs = [f"x{i}" if f"x{i}" in used else "_" for i in range(fn.n_inputs)] + [f"s{i}" for i in range(len(fn.scalars))]
     os_ = [f"o{j}" if f"o{j}" in used else "_" for j in range(len(fn.outputs))] + (["_"] if extra else [])
     if any(x != "_" for x in xs):
         lines.append(f"        {_tup(xs)} = inputs")
@@ -186,8 +195,9 @@ def _jvp_rule(fn: FunctionDef) -> list[str]:
     """The jvp staticmethod: the exact JVP of forward, from the inputs saved with save_for_forward."""
     n = fn.n_inputs
     xs = [f"x{i}" for i in range(n)]
-    lines = ["    @staticmethod", f"    def jvp(ctx, {', '.join('t' + x for x in xs)}):"]
+    lines = ["    @staticmethod", f"    def jvp(ctx, {', '.join('t' + x for x in _args(fn))}):"]
     lines.append(f"        {_tup(xs)} = ctx.saved_tensors")
+    lines += [f"        s{i} = ctx.s{i}" for i in range(len(fn.scalars))]
     if n > 1:
         lines += [f"        t{x} = torch.zeros_like({x}) if t{x} is None else t{x}" for x in xs]
     live = _deps(fn, [o.ref for o in fn.outputs])
@@ -208,6 +218,10 @@ def _jvp_rule(fn: FunctionDef) -> list[str]:
             e = f"{tan(a[0])} * {node.exponent} * {a[0]}" + (f" ** {node.exponent - 1}" if node.exponent > 2 else "")
         elif node.op == "sin":
             e = f"{tan(a[0])} * torch.cos({a[0]})"
+        elif node.op == "scale":
+            e = f"{tan(a[0])} * s{node.scalar}"
+        elif node.op == "shift":
+            e = tan(a[0])
         else:
             e = f"{tan(a[0])} * t{k}"
         lines.append(f"        dt{k} = {e}")
@@ -229,12 +243,12 @@ def _vmap_rule(fn: FunctionDef) -> list[str]:
     n_out = len(fn.outputs)
     lines = [
         "    @staticmethod",
-        f"    def vmap(info, in_dims, {', '.join(xs)}):",
+        f"    def vmap(info, in_dims, {', '.join(_args(fn))}):",
         f"        {_tup(xs)} = [",
         "            x.movedim(d, 0) if d is not None else x.expand(info.batch_size, *x.shape)",
         f"            for x, d in zip(({xs[0] + ',' if len(xs) == 1 else ', '.join(xs)}), in_dims)",
         "        ]",
-        f"        outs = [{CLASS_NAME}.apply({', '.join(x + '[i]' for x in xs)}) for i in range(info.batch_size)]",
+        f"        outs = [{CLASS_NAME}.apply({', '.join([x + '[i]' for x in xs] + _args(fn)[len(xs) :])}) for i in range(info.batch_size)]",
     ]
     scale = " * 2" if fn.vmap_rule == "custom_wrong" else ""
     if fn.vmap_rule == "custom_wrong":
@@ -290,6 +304,7 @@ def _backward(fn: FunctionDef, base: tuple[int, ...], dtype: str) -> list[str]:
     from_saved = [r for r in fn.saved if r not in fn.on_ctx]
     if from_saved:
         lines.append(f"        {_tup(from_saved)} = ctx.saved_tensors")
+    lines += [f"        s{i} = ctx.s{i}" for i in range(len(fn.scalars))]
     lines += [f"        {r} = ctx.{r}" for r in fn.on_ctx]
     skipped = set(fn.unused_grads) | set(fn.non_differentiable)
     if not fn.materialize_grads:
@@ -357,6 +372,10 @@ def _backward(fn: FunctionDef, base: tuple[int, ...], dtype: str) -> list[str]:
             contrib = [(a[0], f"{g} * {p} * {V(a[0])}" + (f" ** {p - 1}" if p > 2 else ""))]
         elif node.op == "sin":
             contrib = [(a[0], f"{g} * torch.cos({V(a[0])})")]
+        elif node.op == "scale":
+            contrib = [(a[0], f"{g} * s{node.scalar}")]
+        elif node.op == "shift":
+            contrib = [(a[0], g)]
         else:  # exp
             contrib = [(a[0], f"{g} * {V(name)}")]
         for target, term in contrib:
@@ -365,6 +384,7 @@ def _backward(fn: FunctionDef, base: tuple[int, ...], dtype: str) -> list[str]:
     for i in range(fn.n_inputs):
         ts = terms.get(f"x{i}")
         rets.append(" + ".join(ts) if ts and i not in fn.none_grads else "None")
+    rets += ["None"] * len(fn.scalars)  # non-tensor inputs get no gradient
     lines.append(f"        return {_returns(rets)}")
     return lines
 
@@ -394,6 +414,7 @@ def _f(case: Case) -> list[str]:
     os_ = [f"o{j}" if j in case.f.uses or j in case.f.inplace else "_" for j in range(len(fn.outputs))]
     os_ += ["n"] if fn.non_tensor_output else []
     lhs = os_[0] if len(os_) == 1 else ", ".join(os_)
+    apply_args = ", ".join([f"x{i}" for i in range(fn.n_inputs)] + [repr(float(v)) for v in fn.scalars])
     inplace = [f"o{j}.mul_(2)" for j in case.f.inplace]
     if inplace and case.f.inplace_no_grad:
         inplace = ["with torch.no_grad():", *[f"    {line}" for line in inplace]]
@@ -406,7 +427,7 @@ def _f(case: Case) -> list[str]:
         ret = f"({ret}) * n" if " " in ret else f"{ret} * n"
     return [
         f"def f({xs}):",
-        f"    {lhs} = {CLASS_NAME}.apply({xs})",
+        f"    {lhs} = {CLASS_NAME}.apply({apply_args})",
         *[f"    {line}" for line in inplace],
         f"    return {ret}",
     ]

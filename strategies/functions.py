@@ -33,6 +33,7 @@ from fuzzer.case import (
     MAX_NODES,
     MAX_OUTPUTS,
     POW_EXPONENTS,
+    SCALAR_OPS,
     STYLES,
     VMAP_RULES,
     FunctionDef,
@@ -50,6 +51,9 @@ __all__ = ["functions", "views"]
 
 #: Simplest first.
 OP_ORDER = ("pow", "mul", "add", "sin", "exp")
+#: Non-tensor (Python float) inputs: none 3 times in 4, else one or two.
+_n_scalars = st.integers(0, 7).map(lambda v: 0 if v < 6 else v - 5)
+SCALAR_VALUES = (2.0, 0.5, -1.0, 3.0)
 #: Drawn 1 time in 4 at most: a Function whose backward returns None for an input is wrong on purpose.
 _rarely = st.integers(0, 3).map(lambda v: v == 3)
 
@@ -158,14 +162,17 @@ def _function(
 ) -> FunctionDef:
     n_in = n_inputs if n_inputs is not None else draw(st.integers(1, max_inputs))
     xs = [f"x{i}" for i in range(n_in)]
+    scalars = tuple(draw(st.sampled_from(SCALAR_VALUES)) for _ in range(draw(_n_scalars)))
+    ops = OP_ORDER + (SCALAR_OPS if scalars else ())
     nodes: list[Node] = []
     for k in range(draw(st.integers(1, max_nodes))):
-        op = draw(st.sampled_from(OP_ORDER))
+        op = draw(st.sampled_from(ops))
         avail = xs + [f"t{j}" for j in range(k)]
         arity = 2 if op in ("mul", "add") else 1
         args = tuple(draw(st.sampled_from(avail)) for _ in range(arity))
         exponent = draw(st.sampled_from(POW_EXPONENTS)) if op == "pow" else 2
-        nodes.append(Node(op, args, exponent))
+        scalar = draw(st.integers(0, len(scalars) - 1)) if op in SCALAR_OPS else 0
+        nodes.append(Node(op, args, exponent, scalar))
     node_refs = [f"t{k}" for k in reversed(range(len(nodes)))]  # latest (longest chain) first
     outputs: list[Output] = []
     for _ in range(draw(st.integers(1, max_outputs))):
@@ -201,4 +208,5 @@ def _function(
         on_ctx=on_ctx,
         detached=detached,
         non_tensor_output=draw(_rarely),
+        scalars=scalars,
     )

@@ -167,7 +167,7 @@ class Inputs:
 @dataclass(frozen=True)
 class Transform:
     name: str
-    argnums: int = 0  # every level but vmap
+    argnums: int | tuple[int, ...] = 0  # every level but vmap; a tuple only on the outermost level
     batch_size: int = 0  # vmap only
     in_dims: tuple[int | None, ...] = ()  # vmap only: one entry per input; () means all 0
     out_dims: int = 0  # vmap only
@@ -194,6 +194,10 @@ def ref_kind(ref: str) -> tuple[str, int]:
 
 def batch_sizes(case: Case) -> tuple[int, ...]:
     return tuple(t.batch_size for t in case.transforms if t.name == "vmap")
+
+
+def first_argnum(t: Transform) -> int:
+    return t.argnums[0] if isinstance(t.argnums, tuple) else t.argnums
 
 
 def in_dims_of(t: Transform, n_inputs: int) -> tuple[int | None, ...]:
@@ -300,7 +304,7 @@ def transform_output_shape(t: Transform, out: tuple[int, ...], ins: list[tuple[i
     (as the inner function sees them)."""
     if t.name == "vmap":
         return out[: t.out_dims] + (t.batch_size,) + out[t.out_dims :]
-    x = ins[t.argnums]
+    x = ins[first_argnum(t)]
     if t.name in ("jacrev", "jacfwd"):
         return out + x
     if t.name == "hessian":
@@ -344,7 +348,7 @@ def reference_cost(transforms: Iterable[Transform], base: tuple[int, ...], f_out
             cost *= max(1, numel(out)) ** 2 * max(1, numel(in_shape))
         else:
             cost *= 2
-        out = transform_output_shape(replace(t, out_dims=0, in_dims=()), out, [in_shape] * max(1, t.argnums + 1))
+        out = transform_output_shape(replace(t, out_dims=0, in_dims=()), out, [in_shape] * (first_argnum(t) + 1))
     return cost
 
 
@@ -740,11 +744,15 @@ def validate(case: Case) -> Case:
                 w,
                 "only vmap has batch_size, in_dims and out_dims",
             )
+            nums = t.argnums if isinstance(t.argnums, tuple) else (t.argnums,)
             _check(
-                isinstance(t.argnums, int) and 0 <= t.argnums < fn.n_inputs,
+                all(isinstance(a, int) and not isinstance(a, bool) and 0 <= a < fn.n_inputs for a in nums),
                 f"{w}.argnums",
                 "input index out of range",
             )
+            if isinstance(t.argnums, tuple):
+                _check(i == 0, f"{w}.argnums", "a tuple of argnums is allowed on the outermost level only")
+                _check(len(set(nums)) == len(nums) >= 1, f"{w}.argnums", "must list distinct inputs")
     _check(
         any(t.name in FUNCTORCH_TRANSFORMS for t in case.transforms),
         "transforms",
@@ -864,7 +872,7 @@ def case_to_json(case: Case) -> dict[str, Any]:
                 **(
                     {"batch_size": t.batch_size, "in_dims": list(t.in_dims), "out_dims": t.out_dims}
                     if t.name == "vmap"
-                    else {"argnums": t.argnums}
+                    else {"argnums": list(t.argnums) if isinstance(t.argnums, tuple) else t.argnums}
                 ),
             }
             for t in case.transforms
@@ -891,6 +899,12 @@ def _obj(d: Any, where: str, required: Iterable[str], optional: Iterable[str] = 
     missing = [k for k in required if k not in d]
     _check(not missing, where, f"missing field(s) {', '.join(map(repr, missing))}")
     return d
+
+
+def _argnums(d: Any, where: str) -> int | tuple[int, ...]:
+    if isinstance(d, list):
+        return tuple(_int(v, where) for v in d)
+    return _int(d, where)
 
 
 def _list(d: Any, where: str) -> list[Any]:
@@ -1015,7 +1029,7 @@ def case_from_json(data: Any) -> Case:
         transforms.append(
             Transform(
                 name=td["name"],
-                argnums=_int(td.get("argnums", 0), f"{w}.argnums"),
+                argnums=_argnums(td.get("argnums", 0), f"{w}.argnums"),
                 batch_size=_int(td.get("batch_size", 0), f"{w}.batch_size"),
                 in_dims=in_dims,
                 out_dims=_int(td.get("out_dims", 0), f"{w}.out_dims"),

@@ -483,7 +483,9 @@ _HELPER_ORDER = (
     "autograd_grad",
     "vmap_loop",
     "jacrev_loop",
+    "_nums",
     "_replace_arg",
+    "_result",
     "jacfwd_dual",
     "jvp_dual",
     "vjp_ones",
@@ -519,6 +521,8 @@ def compose(case: Case, mode: str) -> tuple[str, set[str]]:
             expr = f"summed({expr})"
             names.add("summed")
         arg = f", argnums={t.argnums}" if t.argnums else ""
+        if isinstance(t.argnums, tuple):
+            arg = f", argnums=({', '.join(map(str, t.argnums))}{',' if len(t.argnums) == 1 else ''})"
         if t.name == "vmap":
             arg = _vmap_args(t, n)
         if mode == "functorch_loop" and t.name == "vmap":
@@ -540,7 +544,7 @@ def compose(case: Case, mode: str) -> tuple[str, set[str]]:
                 expr = f"{name}({expr}{arg})"
         names.add(name)
         if name in ("vjp_ones", "jvp_ones", "linearize_ones", "jvp_dual", "jacfwd_dual"):
-            names.add("_replace_arg")
+            names.update(("_nums", "_replace_arg", "_result"))
     return expr, names
 
 
@@ -558,7 +562,8 @@ def render(case: Case, *, header: tuple[str, ...] | list[str] = (), oracle: str 
         cg_expr, cg_names = compose(case, "functorch_loop")
     else:
         cg_expr, cg_names = compose(side_b_case(case, oracle), "functorch")
-    exact = derivatives_exact(case)
+    # finite-difference twins take one argnum; tuple argnums (outermost only) go without triage
+    exact = derivatives_exact(case) and not any(isinstance(t.argnums, tuple) for t in case.transforms)
     fd_expr, fd_names = compose(case, "fd") if exact else ("", set())
     if "fd_hessian" in fd_names or "fd_grad" in fd_names:
         fd_names.add("fd_jac")

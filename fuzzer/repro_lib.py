@@ -47,11 +47,13 @@ def summed(fn):
 
 def autograd_grad(fn, argnums=0, create_graph=False):
     def wrapped(*args):
-        out, x = fn(*args), args[argnums]
-        if not out.requires_grad:
-            return torch.zeros_like(x)
-        (g,) = torch.autograd.grad(out, x, torch.ones_like(out), create_graph=create_graph, allow_unused=True)
-        return torch.zeros_like(x) if g is None else g
+        out = fn(*args)
+        xs = [args[i] for i in argnums] if isinstance(argnums, tuple) else [args[argnums]]
+        gs = [None] * len(xs)
+        if out.requires_grad:
+            gs = torch.autograd.grad(out, xs, torch.ones_like(out), create_graph=create_graph, allow_unused=True)
+        gs = tuple(torch.zeros_like(x) if g is None else g for x, g in zip(xs, gs, strict=True))
+        return gs if isinstance(argnums, tuple) else gs[0]
 
     return wrapped
 
@@ -66,70 +68,89 @@ def vmap_loop(fn, in_dims=0, out_dims=0):
     return wrapped
 
 
-def _replace_arg(args, argnums, x):
-    return (*args[:argnums], x, *args[argnums + 1 :])
+def _nums(argnums):
+    return argnums if isinstance(argnums, tuple) else (argnums,)
+
+
+def _replace_arg(args, argnums, xs):
+    new = dict(zip(_nums(argnums), xs, strict=True))
+    return tuple(new.get(i, a) for i, a in enumerate(args))
+
+
+def _result(argnums, values):
+    return tuple(values) if isinstance(argnums, tuple) else values[0]
 
 
 def vjp_ones(fn, argnums=0):
     def wrapped(*args):
-        out, pull = torch.func.vjp(lambda x: fn(*_replace_arg(args, argnums, x)), args[argnums])
-        return pull(torch.ones_like(out))[0]
+        primals = [args[i] for i in _nums(argnums)]
+        out, pull = torch.func.vjp(lambda *p: fn(*_replace_arg(args, argnums, p)), *primals)
+        return _result(argnums, pull(torch.ones_like(out)))
 
     return wrapped
 
 
 def jvp_ones(fn, argnums=0):
     def wrapped(*args):
-        x = args[argnums]
-        return torch.func.jvp(lambda x: fn(*_replace_arg(args, argnums, x)), (x,), (torch.ones_like(x),))[1]
+        primals = tuple(args[i] for i in _nums(argnums))
+        ones = tuple(torch.ones_like(p) for p in primals)
+        return torch.func.jvp(lambda *p: fn(*_replace_arg(args, argnums, p)), primals, ones)[1]
 
     return wrapped
 
 
 def linearize_ones(fn, argnums=0):
     def wrapped(*args):
-        x = args[argnums]
-        _, jvp_fn = torch.func.linearize(lambda x: fn(*_replace_arg(args, argnums, x)), x)
-        return jvp_fn(torch.ones_like(x))
+        primals = [args[i] for i in _nums(argnums)]
+        _, jvp_fn = torch.func.linearize(lambda *p: fn(*_replace_arg(args, argnums, p)), *primals)
+        return jvp_fn(*[torch.ones_like(p) for p in primals])
 
     return wrapped
 
 
 def jvp_dual(fn, argnums=0):
     def wrapped(*args):
-        x = args[argnums]
-        with torch.autograd.forward_ad.dual_level():
-            dual = torch.autograd.forward_ad.make_dual(x, torch.ones_like(x))
-            out = torch.autograd.forward_ad.unpack_dual(fn(*_replace_arg(args, argnums, dual)))
+        fwd = torch.autograd.forward_ad
+        with fwd.dual_level():
+            duals = [fwd.make_dual(args[i], torch.ones_like(args[i])) for i in _nums(argnums)]
+            out = fwd.unpack_dual(fn(*_replace_arg(args, argnums, duals)))
         return torch.zeros_like(out.primal) if out.tangent is None else out.tangent
 
     return wrapped
 
 
 def jacfwd_dual(fn, argnums=0):
-    def wrapped(*args):
-        x = args[argnums]
-        cols = []
-        with torch.autograd.forward_ad.dual_level():
+    def jac(args, i):
+        x, cols = args[i], []
+        fwd = torch.autograd.forward_ad
+        with fwd.dual_level():
             for e in torch.eye(x.numel(), dtype=x.dtype).reshape(-1, *x.shape):
-                dual = torch.autograd.forward_ad.make_dual(x, e)
-                out = torch.autograd.forward_ad.unpack_dual(fn(*_replace_arg(args, argnums, dual)))
+                out = fwd.unpack_dual(fn(*_replace_arg(args, i, (fwd.make_dual(x, e),))))
                 cols.append(torch.zeros_like(out.primal) if out.tangent is None else out.tangent)
         return torch.stack(cols, dim=-1).reshape(out.primal.shape + x.shape)
+
+    def wrapped(*args):
+        return _result(argnums, [jac(args, i) for i in _nums(argnums)])
 
     return wrapped
 
 
 def jacrev_loop(fn, argnums=0):
-    def wrapped(*args):
-        out, x = fn(*args), args[argnums]
+    def jac(o, x):
         rows = []
-        for o in out.reshape(-1):
+        for e in o.reshape(-1):
             g = None
-            if o.requires_grad:
-                (g,) = torch.autograd.grad(o, x, create_graph=True, allow_unused=True)
+            if e.requires_grad:
+                (g,) = torch.autograd.grad(e, x, create_graph=True, allow_unused=True)
             rows.append(torch.zeros_like(x) if g is None else g)
-        return torch.stack(rows).reshape(out.shape + x.shape)
+        return torch.stack(rows).reshape(o.shape + x.shape)
+
+    def wrapped(*args):
+        out = fn(*args)
+        if not isinstance(argnums, tuple):
+            return jac(out, args[argnums]) if not isinstance(out, tuple) else tuple(jac(o, args[argnums]) for o in out)
+        per_out = [tuple(jac(o, args[i]) for i in argnums) for o in (out if isinstance(out, tuple) else (out,))]
+        return tuple(per_out) if isinstance(out, tuple) else per_out[0]
 
     return wrapped
 

@@ -104,4 +104,8 @@ def _stack(
     outer = draw(st.booleans()) if outer_autograd is None else outer_autograd
     if outer:
         levels.insert(0, Transform("autograd_grad", argnums=draw(st.integers(0, n_inputs - 1))))
+    if n_inputs > 1 and levels[0].name != "vmap" and draw(st.integers(0, 3)) == 3:
+        # tuple argnums, outermost level only (inner levels' outputs must stay single tensors)
+        nums = draw(st.lists(st.integers(0, n_inputs - 1), min_size=2, max_size=n_inputs, unique=True))
+        levels[0] = Transform(levels[0].name, argnums=tuple(sorted(nums)))
     return tuple(levels)

@@ -60,3 +60,36 @@ def test_independent_input_gives_zeros_like_torch_func() -> None:
     torch.testing.assert_close(
         jacrev_loop(lambda x, y: x * 1.0, argnums=1)(x, y), jacrev(lambda x, y: x * 1.0, argnums=1)(x, y)
     )
+
+
+@pytest.mark.parametrize("name", ["grad", "jacrev", "jacfwd", "hessian", "vjp", "jvp", "linearize"])
+def test_tuple_argnums_twins_match_torch_func(name: str) -> None:
+    from fuzzer.repro_lib import jacfwd_dual, jvp_dual, jvp_ones, linearize_ones, vjp_ones
+
+    x = torch.linspace(-1, 1, 3, dtype=torch.float64)
+    y = torch.linspace(0.5, 2, 3, dtype=torch.float64)
+    fn = summed(g) if name in ("grad", "vjp") else g
+    a = (0, 1)
+    functorch = {
+        "grad": lambda: torch.func.grad(fn, argnums=a),
+        "jacrev": lambda: jacrev(fn, argnums=a),
+        "jacfwd": lambda: torch.func.jacfwd(fn, argnums=a),
+        "hessian": lambda: torch.func.hessian(fn, argnums=a),
+        "vjp": lambda: vjp_ones(fn, argnums=a),
+        "jvp": lambda: jvp_ones(fn, argnums=a),
+        "linearize": lambda: linearize_ones(fn, argnums=a),
+    }[name]()
+    twin = {
+        "grad": lambda: cg_grad(fn, argnums=a),
+        "jacrev": lambda: jacrev_loop(fn, argnums=a),
+        "jacfwd": lambda: jacfwd_dual(fn, argnums=a),
+        "hessian": lambda: jacrev_loop(jacrev_loop(fn, argnums=a), argnums=a),
+        "vjp": lambda: cg_grad(fn, argnums=a),
+        "jvp": lambda: jvp_dual(fn, argnums=a),
+        "linearize": lambda: jvp_dual(fn, argnums=a),
+    }[name]()
+    expected = functorch(x, y)
+    got = twin(x.clone().requires_grad_(), y.clone().requires_grad_())
+    torch.testing.assert_close(got, expected)
+    if name not in ("jvp", "linearize"):
+        assert isinstance(got, tuple) and len(got) == 2

@@ -35,11 +35,13 @@ def inputs():
 
 def autograd_grad(fn, argnums=0, create_graph=False):
     def wrapped(*args):
-        out, x = fn(*args), args[argnums]
-        if not out.requires_grad:
-            return torch.zeros_like(x)
-        (g,) = torch.autograd.grad(out, x, torch.ones_like(out), create_graph=create_graph, allow_unused=True)
-        return torch.zeros_like(x) if g is None else g
+        out = fn(*args)
+        xs = [args[i] for i in argnums] if isinstance(argnums, tuple) else [args[argnums]]
+        gs = [None] * len(xs)
+        if out.requires_grad:
+            gs = torch.autograd.grad(out, xs, torch.ones_like(out), create_graph=create_graph, allow_unused=True)
+        gs = tuple(torch.zeros_like(x) if g is None else g for x, g in zip(xs, gs, strict=True))
+        return gs if isinstance(argnums, tuple) else gs[0]
 
     return wrapped
 

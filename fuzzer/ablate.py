@@ -125,6 +125,7 @@ def without(case: Case, tag: str) -> Case | None:
         "saved_on_ctx": {"on_ctx": ()},
         "saved_detached": {"detached": ()},
         "non_tensor_output": {"non_tensor_output": False},
+        "mark_dirty": {"dirty": ()},
     }
     if tag == "inplace_on_output":
         return _finish(replace(case, f=replace(case.f, inplace=(), inplace_no_grad=False)))

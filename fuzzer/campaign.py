@@ -26,10 +26,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from .case import Case
+from .case import TRANSFORMS, Case
 from .compare import ALL_VERDICTS, FINDING_VERDICTS, Limitation, classify, load_registry
 from .execute import run_case, triage_source
-from .features import features
+from .features import ALL_FEATURES, features
 from .findings import Finding, stage, verify_and_publish
 from .oracles import MAIN, applicable
 from .render import render
@@ -66,6 +66,8 @@ class Stats:
     internal_errors: int = 0
     float32_noise: int = 0  # float32 disagreements that vanished in float64 (not findings)
     metamorphic: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    feature_counts: Counter[str] = field(default_factory=Counter)  # cases exercising each feature tag
+    transform_counts: Counter[str] = field(default_factory=Counter)  # cases with each transform in the stack
     verdicts: Counter[str] = field(default_factory=Counter)
     limitations: Counter[str] = field(default_factory=Counter)
     started: float = field(default_factory=time.monotonic)
@@ -108,6 +110,8 @@ class Campaign:
         """Run one case under every oracle that applies (NOTE [oracles]). Never raises (see NOTE
         [driving Hypothesis])."""
         self.stats.cases += 1
+        self.stats.feature_counts.update(features(case))
+        self.stats.transform_counts.update({t.name for t in case.transforms})
         for oracle in applicable(case):
             try:
                 self._check(case, oracle)
@@ -238,6 +242,8 @@ class Campaign:
             "internal_errors": s.internal_errors,
             "float32_noise": s.float32_noise,
             "metamorphic_verdicts": {o: dict(c) for o, c in s.metamorphic.items()},
+            "feature_counts": {t: s.feature_counts.get(t, 0) for t in ALL_FEATURES},
+            "transform_counts": {t: s.transform_counts.get(t, 0) for t in TRANSFORMS},
             "buckets": [
                 {
                     "id": b.signature.id,

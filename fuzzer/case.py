@@ -137,6 +137,7 @@ class FunctionDef:
     detached: tuple[str, ...] = ()  # saved refs saved as .detach()
     non_tensor_output: bool = False  # forward also returns a Python int (NON_TENSOR_OUTPUT), last
     scalars: tuple[float, ...] = ()  # non-tensor inputs s<i>, passed to apply after the tensors
+    dirty: tuple[int, ...] = ()  # inputs forward doubles in place (x.mul_(2)), returns, and marks dirty
 
 
 @dataclass(frozen=True)
@@ -631,6 +632,25 @@ def validate(case: Case) -> Case:
         "function.vmap_rule",
         "a legacy-style Function cannot have a vmap rule",
     )
+    for i in fn.dirty:
+        x = f"x{i}"
+        _check(isinstance(i, int) and 0 <= i < fn.n_inputs, "function.dirty", "input index out of range")
+        _check(
+            any(o.kind == "input" and o.ref == x for o in fn.outputs), "function.dirty", f"{x} must be returned as-is"
+        )
+        _check(
+            not any(x in n.args for n in fn.nodes) and not any(o.kind == "view" and o.ref == x for o in fn.outputs),
+            "function.dirty",
+            f"{x} is modified in place, so no intermediate or view may read it",
+        )
+        _check(all(value_provided_by_saved(fn, r) != x for r in fn.saved), "function.dirty", f"{x} must not be saved")
+    _check(len(set(fn.dirty)) == len(fn.dirty), "function.dirty", "duplicate entries")
+    _check(not (fn.dirty and fn.jvp_rule), "function.dirty", "a jvp rule for in-place Functions is not generated")
+    _check(
+        not fn.dirty or fn.vmap_rule in ("none", "generate"),
+        "function.dirty",
+        "a hand-written vmap rule for in-place Functions is not generated",
+    )
     _check(len(fn.scalars) <= MAX_SCALARS, "function.scalars", f"at most {MAX_SCALARS}")
     _check(
         all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in fn.scalars),
@@ -854,6 +874,7 @@ def case_to_json(case: Case) -> dict[str, Any]:
             "detached": list(fn.detached),
             "non_tensor_output": fn.non_tensor_output,
             "scalars": list(fn.scalars),
+            "dirty": list(fn.dirty),
         },
         "f": {
             "uses": list(case.f.uses),
@@ -945,6 +966,7 @@ def case_from_json(data: Any) -> Case:
         "detached",
         "non_tensor_output",
         "scalars",
+        "dirty",
     )
     fd = _obj(
         d["function"],
@@ -1009,6 +1031,7 @@ def case_from_json(data: Any) -> Case:
         detached=tuple(_list(fd.get("detached", []), "function.detached")),
         non_tensor_output=fd.get("non_tensor_output", False),
         scalars=tuple(_list(fd.get("scalars", []), "function.scalars")),
+        dirty=tuple(_int(i, "function.dirty") for i in _list(fd.get("dirty", []), "function.dirty")),
     )
     f = _obj(d["f"], "f", ("uses",), ("combine", *(("inplace", "inplace_no_grad") if v2 else ())))
     idata = _obj(d["inputs"], "inputs", ("shape", "values"), ("dtype",))

@@ -61,8 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser(
         "run",
         help="run a fuzzing campaign",
-        description="Generate random autograd.Functions and transform stacks, run each in functorch mode and in "
-        "create_graph mode, and write every verified disagreement under OUT/findings/.",
+        description="Generate random autograd.Functions and transform stacks, run each in functorch mode, in "
+        "create_graph mode and under the metamorphic oracles that apply, and write every verified disagreement "
+        "under OUT/findings/.",
     )
     limit = run.add_mutually_exclusive_group()
     limit.add_argument(

@@ -37,7 +37,7 @@ ALL_FEATURES = (
 )
 
 
-RESERVED = ("mark_dirty",)
+RESERVED: tuple[str, ...] = ()
 
 
 def features(case: Case) -> tuple[str, ...]:
@@ -75,6 +75,7 @@ def features(case: Case) -> tuple[str, ...]:
         "saved_detached": bool(fn.detached),
         "non_tensor_output": fn.non_tensor_output,
         "non_tensor_input": bool(fn.scalars),
+        "mark_dirty": bool(fn.dirty),
     }
     tags.update(t for t, on in flags.items() if on)
     if case.f.inplace:

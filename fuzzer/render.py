@@ -125,6 +125,8 @@ def _ctx_lines(fn: FunctionDef, name_of: dict[str, str], indent: str) -> list[st
     """What forward/setup_context tells ctx: saved tensors (save_for_backward, or ctx attributes; some
     detached), tensors saved for jvp, non-differentiable outputs, materialize_grads."""
     lines = [f"{indent}ctx.s{i} = s{i}" for i in range(len(fn.scalars))]
+    if fn.dirty:
+        lines.append(f"{indent}ctx.mark_dirty({', '.join(f'x{i}' for i in fn.dirty)})")
 
     def value(r: str) -> str:
         v = name_of.get(r, r)
@@ -167,15 +169,17 @@ def _forward(fn: FunctionDef) -> list[str]:
                     lines.append(f"        {r} = {exprs[j]}")
                     exprs[j] = r
                 name_of[r] = exprs[j]
+        lines += [f"        x{i}.mul_(2)" for i in fn.dirty]
         lines += _ctx_lines(fn, name_of, "        ")
         lines.append(f"        return {_returns(exprs + extra)}")
         return lines
     lines = ["    @staticmethod", f"    def forward({args}):"]
     lines += _node_lines(fn, _deps(fn, [o.ref for o in fn.outputs]), "        ")
+    lines += [f"        x{i}.mul_(2)" for i in fn.dirty]
     lines.append(f"        return {_returns(exprs + extra)}")
     lines += ["", "    @staticmethod", "    def setup_context(ctx, inputs, output):"]
     recompute = _deps(fn, [r for r in fn.saved if r.startswith("t")])
-    used = set(fn.saved) | {f"o{j}" for j in fn.non_differentiable}
+    used = set(fn.saved) | {f"o{j}" for j in fn.non_differentiable} | {f"x{i}" for i in fn.dirty}
     if fn.jvp_rule:
         used |= {f"x{i}" for i in range(fn.n_inputs)}
     for k in recompute:
@@ -343,6 +347,8 @@ def _backward(fn: FunctionDef, base: tuple[int, ...], dtype: str) -> list[str]:
         if j in skipped:
             continue
         g = f"g{j}"
+        if o.kind == "input" and int(o.ref[1:]) in fn.dirty:
+            g = f"{g} * 2"  # forward returned 2 * x, in place
         if o.kind == "view" and o.view is not None:
             g = _unview_grad(g, o.view, base)
         terms.setdefault(o.ref, []).append(g)
@@ -414,7 +420,8 @@ def _f(case: Case) -> list[str]:
     os_ = [f"o{j}" if j in case.f.uses or j in case.f.inplace else "_" for j in range(len(fn.outputs))]
     os_ += ["n"] if fn.non_tensor_output else []
     lhs = os_[0] if len(os_) == 1 else ", ".join(os_)
-    apply_args = ", ".join([f"x{i}" for i in range(fn.n_inputs)] + [repr(float(v)) for v in fn.scalars])
+    tensors = [f"x{i}.clone()" if i in fn.dirty else f"x{i}" for i in range(fn.n_inputs)]
+    apply_args = ", ".join(tensors + [repr(float(v)) for v in fn.scalars])
     inplace = [f"o{j}.mul_(2)" for j in case.f.inplace]
     if inplace and case.f.inplace_no_grad:
         inplace = ["with torch.no_grad():", *[f"    {line}" for line in inplace]]

@@ -147,6 +147,12 @@ def report_markdown(summary: dict[str, Any]) -> str:
             or "none applied"
         ),
         "",
+        "## Coverage (cases exercising each feature tag / transform)",
+        "",
+        ", ".join(f"{t} {n}" for t, n in summary.get("feature_counts", {}).items()),
+        "",
+        ", ".join(f"{t} {n}" for t, n in summary.get("transform_counts", {}).items()),
+        "",
         "## Findings",
         "",
     ]

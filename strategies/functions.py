@@ -43,6 +43,7 @@ from fuzzer.case import (
     numel,
     prune,
     repair_saved,
+    value_provided_by_saved,
 )
 
 from ._validate import check_int_range, check_subset
@@ -199,8 +200,27 @@ def _function(
     fn = prune(repair_saved(FunctionDef(n_in, tuple(nodes), tuple(outputs), saved, unused, nones, style, rule)))
     on_ctx = tuple(r for r in fn.saved if draw(_rarely))
     detached = tuple(r for r in fn.saved if draw(_rarely))
+    dirty = tuple(
+        i
+        for i in range(n_in)
+        if Output("input", f"x{i}") in fn.outputs
+        and not any(f"x{i}" in n.args for n in fn.nodes)
+        and not any(o.kind == "view" and o.ref == f"x{i}" for o in fn.outputs)
+        and draw(_rarely)
+    )
+    if dirty:  # the dirty input must not be saved; no jvp rule, no hand-written vmap rule
+        gone = {r for r in fn.saved if value_provided_by_saved(fn, r) in {f"x{i}" for i in dirty}}
+        fn = replace(
+            fn,
+            saved=tuple(r for r in fn.saved if r not in gone),
+            vmap_rule="generate" if fn.vmap_rule != "none" else "none",
+        )
+        jvp_rule = False
+        on_ctx = tuple(r for r in on_ctx if r not in gone)
+        detached = tuple(r for r in detached if r not in gone)
     return replace(
         fn,
+        dirty=dirty,
         jvp_rule=jvp_rule,
         once_differentiable=once,
         materialize_grads=materialize,

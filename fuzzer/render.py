@@ -572,7 +572,7 @@ def render(case: Case, *, header: tuple[str, ...] | list[str] = (), oracle: str 
     # finite-difference twins take one argnum; tuple argnums (outermost only) go without triage
     exact = derivatives_exact(case) and not any(isinstance(t.argnums, tuple) for t in case.transforms)
     fd_expr, fd_names = compose(case, "fd") if exact else ("", set())
-    if "fd_hessian" in fd_names or "fd_grad" in fd_names:
+    if fd_names & {"fd_hessian", "fd_grad", "fd_vjp"}:
         fd_names.add("fd_jac")
     func_imports = sorted(n for n in fc_names | cg_names if n in _TORCH_FUNC)
     helpers = [n for n in _HELPER_ORDER if n in fc_names | cg_names | fd_names]

@@ -94,22 +94,8 @@ def fd_vjp(fn, argnums=0, eps=1e-3):
     """v^T J with v = ones_like(out), shape x.shape (autograd.grad(out, x, torch.ones_like(out)))."""
 
     def wrapped(*args):
-        with torch.no_grad():
-            args = [
-                a.detach().to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
-                for a in args
-            ]
-            x = args[argnums]
-            n = x.numel()
-            g = torch.zeros(n, dtype=torch.float64)
-            for i in range(n):
-                d = torch.zeros(n, dtype=torch.float64)
-                d[i] = eps
-                d = d.reshape(x.shape)
-                plus, minus = list(args), list(args)
-                plus[argnums], minus[argnums] = x + d, x - d
-                g[i] = (fn(*plus).to(torch.float64).sum() - fn(*minus).to(torch.float64).sum()) / (2 * eps)
-            return g.reshape(x.shape)
+        x = args[argnums]
+        return fd_jac(fn, argnums, eps)(*args).reshape(-1, *x.shape).sum(0)
 
     return wrapped
 

@@ -31,6 +31,7 @@ from .compare import ALL_VERDICTS, FINDING_VERDICTS, Limitation, classify, load_
 from .execute import run_case, triage_source
 from .features import ALL_FEATURES, features
 from .findings import Finding, stage, verify_and_publish
+from .forkserver import ForkServer
 from .oracles import MAIN, applicable
 from .render import render
 from .signature import Signature, signature
@@ -93,6 +94,7 @@ class Campaign:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="affuzz-verify")
         self._futures: list[Future[None]] = []
         self._stop = False
+        self._server = ForkServer(config.verify_python)  # used by the verification thread only
         if config.strategy is None:
             from strategies import cases
 
@@ -168,6 +170,7 @@ class Campaign:
                 finding,
                 python=self.config.verify_python,
                 case_timeout=self.config.case_timeout,
+                server=self._server,
             )
             bucket.status, bucket.path = ("verified" if ok else "unverified"), path
 
@@ -222,6 +225,7 @@ class Campaign:
                 time.sleep(0.1)
             fut.result()
         self._pool.shutdown(wait=True)
+        self._server.close()
 
     # ------------------------------------------------------------------------------------ results
 

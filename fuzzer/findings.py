@@ -20,6 +20,7 @@ from typing import Any
 
 from .case import Case, dumps
 from .execute import Outcome
+from .forkserver import ForkServer
 from .fsutil import atomic_write_json, atomic_write_text
 from .render import render
 from .signature import Signature
@@ -104,21 +105,41 @@ def run_repro(repro: Path, *, python: str = sys.executable, timeout: float = 600
         "exit_code": code,
         "seconds": round(time.monotonic() - start, 3),
         "python": python,
+        "method": "subprocess",
         "output_tail": output[-2000:],
     }
 
 
 def verify_and_publish(
-    out: Path, staged: Path, finding: Finding, *, python: str = sys.executable, case_timeout: float | None = 60.0
+    out: Path,
+    staged: Path,
+    finding: Finding,
+    *,
+    python: str = sys.executable,
+    case_timeout: float | None = 60.0,
+    server: ForkServer | None = None,
 ) -> tuple[bool, Path]:
-    """Run the staged repro; publish it as a finding if it exited 1 (for a ``hang``: if it did not finish
-    within twice the per-case timeout, plus start-up). Returns (verified, final dir)."""
-    if finding.signature.verdict == "hang":
+    """Run the staged repro in a fresh process (a fork-server child when ``server`` is given, see NOTE
+    [verification fork server]); publish it as a finding if it exited 1 *and* printed the same verdict
+    (an unexpected crash also exits 1). A ``hang`` is verified by a plain run that does not finish within
+    twice the per-case timeout, plus start-up. Returns (verified, final dir)."""
+    verdict = finding.signature.verdict
+    if verdict == "hang":
         result = run_repro(staged / "repro.py", python=python, timeout=2 * (case_timeout or 60.0) + 30)
         verified = result["exit_code"] is None
     else:
-        result = run_repro(staged / "repro.py", python=python)
-        verified = result["exit_code"] == 1
+        if server is not None:
+            code, output, seconds = server.run(staged / "repro.py")
+            result = {
+                "exit_code": code,
+                "seconds": round(seconds, 3),
+                "python": python,
+                "method": "fork server",
+                "output_tail": output[-2000:],
+            }
+        else:
+            result = run_repro(staged / "repro.py", python=python)
+        verified = result["exit_code"] == 1 and f"verdict: {verdict}" in result["output_tail"]
     dest_root = out / ("findings" if verified else "unverified")
     dest_root.mkdir(parents=True, exist_ok=True)
     dest = dest_root / staged.name

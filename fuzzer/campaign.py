@@ -164,6 +164,14 @@ class Campaign:
         staged = stage(self.config.out, finding)
 
         def verify() -> None:
+            try:
+                _verify()
+            except Exception:  # noqa: BLE001 (a verification failure must not end the campaign)
+                bucket.status = "unverified"
+                with (self.config.out / "internal-errors.log").open("a", encoding="utf-8") as fh:
+                    fh.write(f"--- verifying {sig.id}\n{traceback.format_exc()}\n")
+
+        def _verify() -> None:
             ok, path = verify_and_publish(
                 self.config.out,
                 staged,

@@ -227,11 +227,6 @@ def input_shapes(case: Case) -> list[tuple[int, ...]]:
     return level_input_shapes(case)[-1]
 
 
-def full_shape(case: Case) -> tuple[int, ...]:
-    """Full shape of input 0 (kept for callers that treat all inputs alike)."""
-    return input_shapes(case)[0]
-
-
 def numel(shape: Iterable[int]) -> int:
     return math.prod(shape)
 

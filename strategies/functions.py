@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
 
 from fuzzer.case import (
     MAX_DIM_SIZE,
@@ -86,7 +87,7 @@ def _vmap_rule_st(rules: tuple[str, ...]) -> st.SearchStrategy[str]:
 def views(*, shape: tuple[int, ...]) -> st.SearchStrategy[View]:
     """Views that are well-formed for a tensor of ``shape`` (see :func:`fuzzer.case.view_shape`)."""
     if not isinstance(shape, tuple) or len(shape) > MAX_NDIM:
-        raise ValueError(f"shape={shape!r} must be a tuple of at most {MAX_NDIM} dims")
+        raise InvalidArgument(f"shape={shape!r} must be a tuple of at most {MAX_NDIM} dims")
     nd = len(shape)
     n = numel(shape)
     options: list[st.SearchStrategy[View]] = [st.just(View("view_as"))]
@@ -121,7 +122,7 @@ def functions(
     planted, contradicting vmap rule) may be listed explicitly; it is not drawn by default.
     """
     if not isinstance(shape, tuple) or len(shape) > MAX_NDIM or any(not 1 <= s <= MAX_DIM_SIZE for s in shape):
-        raise ValueError(f"shape={shape!r} must be a tuple of at most {MAX_NDIM} sizes in 1..{MAX_DIM_SIZE}")
+        raise InvalidArgument(f"shape={shape!r} must be a tuple of at most {MAX_NDIM} sizes in 1..{MAX_DIM_SIZE}")
     check_int_range("max_inputs", max_inputs, 1, MAX_INPUTS)
     if n_inputs is not None:
         check_int_range("n_inputs", n_inputs, 1, max_inputs)

@@ -33,6 +33,7 @@ def test_cost_bound_holds(case: Case) -> None:
         lambda: transform_stacks(transforms=["grad", "hessian_of_doom"]),
         lambda: transform_stacks(max_batch_size=99),
         lambda: functions(max_inputs=0),
+        lambda: functions(shape=(9,)),
         lambda: functions(vmap_rules=[]),
         lambda: tensor_values(n_inputs=4, numel=1),
         lambda: cases(dtypes=["float16"]),

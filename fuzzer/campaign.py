@@ -28,24 +28,36 @@ from hypothesis import strategies as st
 
 from .case import TRANSFORMS, Case
 from .compare import ALL_VERDICTS, FINDING_VERDICTS, Limitation, classify, load_registry
-from .execute import run_case, triage_source
+from .execute import Outcome, run_case, triage_source
 from .features import ALL_FEATURES, features
-from .findings import Finding, stage, verify_and_publish
+from .findings import Finding, repro_lines, stage, verify_and_publish
 from .forkserver import ForkServer
 from .oracles import MAIN, applicable
+from .reduce import size
 from .render import render
-from .signature import Signature, signature
+from .shrink import DEFAULT_BUDGET, Goal, Shrinker, fingerprint
+from .signature import Signature, signature, skeleton
 
 BUFFER_BYTES = 2048
 
 
 @dataclass
 class Bucket:
+    """Findings with one (shrunk) signature. ``first`` is the finding that opened it, ``finding`` the
+    one whose repro is published: the smallest shrunk case seen so far."""
+
     signature: Signature
     first: Finding
     hits: int = 1
     status: str = "pending"  # pending -> verified | unverified
     path: Path | None = None
+    finding: Finding | None = None
+    raw_signatures: int = 1  # distinct pre-shrink signatures that shrank into this bucket
+    shrink_seconds: list[float] = field(default_factory=list)
+
+    @property
+    def published(self) -> Finding:
+        return self.finding or self.first
 
 
 @dataclass
@@ -57,6 +69,7 @@ class CampaignConfig:
     strategy: st.SearchStrategy[Case] | None = None
     verify_python: str = sys.executable
     case_timeout: float | None = 60.0  # seconds per case and oracle; over it the case is a hang finding
+    shrink_budget: int = DEFAULT_BUDGET  # case runs one shrink may spend (NOTE [shrinking]); 0: no shrinking
     command: str = "affuzz run"
 
 
@@ -91,6 +104,10 @@ class Campaign:
         self.torch_version = torch.__version__
         self.stats = Stats()
         self.buckets: dict[str, Bucket] = {}
+        self._raw: dict[str, str] = {}  # pre-shrink signature id -> bucket id (each is shrunk once)
+        self._buffer: bytes | None = None  # the bytes the current case was drawn from
+        self._on_tick: Callable[[Campaign], None] | None = None
+        self.shrinking: str | None = None  # what the shrinker is doing now, for the live view
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="affuzz-verify")
         self._futures: list[Future[None]] = []
         self._stop = False
@@ -103,10 +120,16 @@ class Campaign:
     # ------------------------------------------------------------------------------------ running
 
     def judge(self, case: Case, oracle: str = MAIN) -> str:
+        return self.evaluate(case, oracle)[0]
+
+    def evaluate(self, case: Case, oracle: str = MAIN) -> tuple[str, str]:
+        """(classified verdict, error fingerprint) of ``case`` under ``oracle``: what the shrinker keeps."""
         try:
-            return classify(run_case(case, oracle, timeout=self.config.case_timeout), self.registry)[0]
+            outcome = run_case(case, oracle, timeout=self.config.case_timeout)
+            verdict = classify(outcome, self.registry)[0]
         except Exception:  # noqa: BLE001
-            return "internal_error"
+            return "internal_error", ""
+        return verdict, fingerprint(verdict, outcome.functorch.error, outcome.reference.error)
 
     def one(self, case: Case) -> None:
         """Run one case under every oracle that applies (NOTE [oracles]). Never raises (see NOTE
@@ -141,46 +164,105 @@ class Campaign:
         if verdict in FINDING_VERDICTS:
             self._finding(case, verdict, outcome, oracle)
 
-    def _finding(self, case: Case, verdict: str, outcome: Any, oracle: str) -> None:
-        sig = signature(case, verdict, lambda variant: self.judge(variant, oracle), oracle=oracle)
-        bucket = self.buckets.get(sig.id)
-        if bucket is not None:
-            bucket.hits += 1
+    def _finding(self, case: Case, verdict: str, outcome: Outcome, oracle: str) -> None:
+        raw = signature(case, verdict, lambda variant: self.judge(variant, oracle), oracle=oracle)
+        known = self._raw.get(raw.id)
+        if known is not None:
+            self.buckets[known].hits += 1
             return
+        goal = Goal(
+            verdict, oracle, raw.features, fingerprint(verdict, outcome.functorch.error, outcome.reference.error)
+        )
+        shrunk, shrink_info = self._shrink(case, goal, raw)
+        sig = Signature(verdict, oracle, skeleton(shrunk), raw.features)
+        self._raw[raw.id] = sig.id
+        if shrunk is not case:
+            outcome = run_case(shrunk, oracle, timeout=self.config.case_timeout)
         finding = Finding(
-            case=case,
+            case=shrunk,
             signature=sig,
-            features=features(case),
+            features=features(shrunk),
             outcome=outcome,
             seconds_to_find=self.stats.elapsed,
             cases_to_find=self.stats.cases,
             torch_version=self.torch_version,
             found_by=f"{self.config.command} --seed {self.config.seed}",
+            original=case,
+            shrink=shrink_info,
         )
         if verdict == "value_mismatch":
-            label, detail = triage_source(render(case, oracle=oracle))
+            label, detail = triage_source(render(shrunk, oracle=oracle))
             finding.extra.update(triage=label, triage_detail=detail[:500])
-        bucket = self.buckets[sig.id] = Bucket(sig, finding)
+        bucket = self.buckets.get(sig.id)
+        if bucket is not None:
+            bucket.hits += 1
+            bucket.raw_signatures += 1
+            bucket.shrink_seconds.append(shrink_info["seconds"])
+            if bucket.status == "pending" or (
+                bucket.status == "verified" and size(shrunk) >= size(bucket.published.case)
+            ):
+                return
+            # NOTE [smallest repro]: a bucket publishes its smallest shrunk case; a smaller one found later
+            # replaces the published repro once it, too, has been verified.
+            finding.cases_to_find, finding.seconds_to_find = bucket.first.cases_to_find, bucket.first.seconds_to_find
+        else:
+            bucket = self.buckets[sig.id] = Bucket(sig, finding, shrink_seconds=[shrink_info["seconds"]])
+        self._publish(bucket, finding)
+
+    def _shrink(self, case: Case, goal: Goal, raw: Signature) -> tuple[Case, dict[str, Any]]:
+        """NOTE [shrinking]: shrink ``case`` keeping ``goal``; returns the case and what it took."""
+        before = repro_lines(case, goal.oracle)
+        if self.config.shrink_budget <= 0:
+            return case, {"runs": 0, "seconds": 0.0, "steps": [], "exhausted": False, "lines_before": before}
+        budget = self.config.shrink_budget
+        last = [0.0]
+
+        def progress(stage: str, runs: int, best: Case) -> None:
+            self.shrinking = f"shrinking {raw.verdict} ({raw.oracle}): {stage}, run {runs}/{budget}"
+            if self._on_tick is not None and time.monotonic() - last[0] >= 0.25:
+                last[0] = time.monotonic()
+                self._on_tick(self)
+
+        shrinker = Shrinker(goal, lambda c: self.evaluate(c, goal.oracle), budget=budget, progress=progress)
+        try:
+            result = shrinker.shrink(case, strategy=self.config.strategy, buffer=self._buffer)
+        finally:
+            self.shrinking = None
+        info = {
+            "runs": result.runs,
+            "seconds": round(result.seconds, 3),
+            "steps": result.steps,
+            "exhausted": result.exhausted,
+            "lines_before": before,
+            "lines_after": repro_lines(result.case, goal.oracle),
+            "raw_signature": raw.text,
+        }
+        return result.case, info
+
+    def _publish(self, bucket: Bucket, finding: Finding) -> None:
+        """Stage ``finding`` and verify it in a fresh process on the verification thread; on success it
+        becomes the bucket's published repro."""
         staged = stage(self.config.out, finding)
+        sig = bucket.signature
 
         def verify() -> None:
             try:
-                _verify()
+                ok, path = verify_and_publish(
+                    self.config.out,
+                    staged,
+                    finding,
+                    python=self.config.verify_python,
+                    case_timeout=self.config.case_timeout,
+                    server=self._server,
+                )
             except Exception:  # noqa: BLE001 (a verification failure must not end the campaign)
-                bucket.status = "unverified"
+                ok, path = False, None
                 with (self.config.out / "internal-errors.log").open("a", encoding="utf-8") as fh:
                     fh.write(f"--- verifying {sig.id}\n{traceback.format_exc()}\n")
-
-        def _verify() -> None:
-            ok, path = verify_and_publish(
-                self.config.out,
-                staged,
-                finding,
-                python=self.config.verify_python,
-                case_timeout=self.config.case_timeout,
-                server=self._server,
-            )
-            bucket.status, bucket.path = ("verified" if ok else "unverified"), path
+            if ok:
+                bucket.status, bucket.path, bucket.finding = "verified", path, finding
+            elif bucket.status == "pending":
+                bucket.status, bucket.path = "unverified", path
 
         self._futures.append(self._pool.submit(verify))
 
@@ -203,6 +285,7 @@ class Campaign:
 
         fuzz = target.hypothesis.fuzz_one_input
         rng = random.Random(self.config.seed)
+        self._on_tick = on_tick
         previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
 
         def request_stop(signum: int, frame: Any) -> None:
@@ -214,7 +297,8 @@ class Campaign:
         last_tick = 0.0
         try:
             while not self._should_stop():
-                if fuzz(rng.randbytes(BUFFER_BYTES)) is None:
+                self._buffer = rng.randbytes(BUFFER_BYTES)
+                if fuzz(self._buffer) is None:
                     self.stats.invalid += 1
                 if on_tick is not None and time.monotonic() - last_tick >= tick_seconds:
                     last_tick = time.monotonic()
@@ -263,11 +347,14 @@ class Campaign:
                     "verdict": b.signature.verdict,
                     "oracle": b.signature.oracle,
                     "transforms": list(b.signature.skeleton),
-                    "features": list(b.first.features),
+                    "features": list(b.published.features),
                     "signature_features": list(b.signature.features),
                     "hits": b.hits,
+                    "raw_signatures": b.raw_signatures,
                     "status": b.status,
-                    "triage": b.first.extra.get("triage"),
+                    "triage": b.published.extra.get("triage"),
+                    "shrink_seconds": b.shrink_seconds,
+                    "repro_lines": b.published.shrink.get("lines_after"),
                     "seconds_to_find": round(b.first.seconds_to_find, 3),
                     "cases_to_find": b.first.cases_to_find,
                     "path": str(b.path.relative_to(self.config.out)) if b.path else None,

@@ -49,12 +49,12 @@ class Outcome:
     seconds: float
 
 
-def _side(result: tuple[Any, BaseException | None]) -> Side:
-    value, err = result
-    if err is not None:
-        msg = str(err).strip().splitlines()
-        return Side(None, type(err).__name__, msg[0] if msg else "")
-    return Side(str(value), None, None)
+def _side(result: Any) -> Side:
+    """A side's result as the script's ``outcome()`` gave it: a value, or the exception raised."""
+    if isinstance(result, BaseException):
+        msg = str(result).strip().splitlines()
+        return Side(None, type(result).__name__, msg[0] if msg else "")
+    return Side(str(result), None, None)
 
 
 class CaseTimeout(BaseException):
@@ -127,4 +127,4 @@ def triage_source(source: str, name: str = "<affuzz triage>") -> tuple[str, str]
         verdict, fc, ref = ns["check"]()
         if verdict != "value_mismatch":
             return "undetermined", f"the case gave {verdict} when re-run"
-        return ns["triage"](fc[0], ref[0])
+        return ns["triage"](fc, ref)

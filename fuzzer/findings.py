@@ -1,10 +1,12 @@
 """Findings on disk, and their verification in a fresh process.
 
-A finding is staged under ``OUT/.pending/<signature id>/`` (``case.json``, ``repro.py``), its
-``repro.py`` is run with a fresh interpreter, and only if that exits 1 is ``finding.json`` written and
-the directory renamed to ``OUT/findings/<signature id>/`` (see NOTE [the repro is what runs] in
-:mod:`fuzzer.execute`). A repro that does not reproduce is kept under ``OUT/unverified/`` with the
-output it printed, and is not reported.
+A finding is staged under ``OUT/.pending/<signature id>/``: ``case.json`` (the shrunk case),
+``original.json`` (the case as the campaign drew it), ``repro.py`` and ``test_repro.py`` (NOTE [repro
+styles] in :mod:`fuzzer.render`). Its ``repro.py`` is run with a fresh interpreter, and only if that
+exits 1 and prints the finding's verdict is ``finding.json`` written and the directory renamed to
+``OUT/findings/<signature id>/`` (see NOTE [the repro is what runs] in :mod:`fuzzer.execute`). A repro
+that does not reproduce is kept under ``OUT/unverified/`` with the output it printed, and is not
+reported.
 """
 
 from __future__ import annotations
@@ -38,7 +40,19 @@ class Finding:
     cases_to_find: int
     torch_version: str
     found_by: str
+    original: Case | None = None  # the case as drawn, before shrinking
+    shrink: dict[str, Any] = field(default_factory=dict)  # what shrinking took (runs, seconds, steps, lines)
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def short_header(self) -> list[str]:
+        """Two lines for the published repro: signature and torch version; how it was found and shrunk."""
+        sig = self.signature
+        how = f"found by `{self.found_by}` (case {self.cases_to_find}, {self.seconds_to_find:.1f} s)"
+        if self.shrink.get("runs"):
+            how += f", shrunk in {self.shrink['runs']} runs ({self.shrink['seconds']:.1f} s)"
+        if "triage" in self.extra:
+            how += f"; triage: {self.extra['triage']}"
+        return [f"affuzz {sig.id} on torch {self.torch_version}: {sig.text}", how]
 
     def header(self) -> list[str]:
         sig = self.signature
@@ -73,15 +87,34 @@ class Finding:
             "functorch": self.outcome.functorch.summary(),
             "reference": self.outcome.reference.summary(),
             "verification": verification,
+            "shrink": self.shrink,
             **self.extra,
         }
 
 
+def repro_lines(case: Case, oracle: str) -> int:
+    """Non-blank lines of the published repro of ``case``, its two header lines (short_header) included."""
+    return 2 + sum(1 for line in render(case, oracle=oracle, style="repro").splitlines() if line.strip())
+
+
 def stage(out: Path, finding: Finding) -> Path:
     d = out / ".pending" / finding.signature.id
-    d.mkdir(parents=True, exist_ok=True)
+    if d.exists():
+        shutil.rmtree(d)
+    d.mkdir(parents=True)
+    oracle = finding.signature.oracle
     atomic_write_text(d / "case.json", dumps(finding.case))
-    atomic_write_text(d / "repro.py", render(finding.case, header=finding.header(), oracle=finding.signature.oracle))
+    if finding.original is not None and finding.original != finding.case:
+        atomic_write_text(d / "original.json", dumps(finding.original))
+    # a slow finding needs the timing of the full script (NOTE [slow findings])
+    if finding.signature.verdict == "slow":
+        repro = render(finding.case, header=finding.header(), oracle=oracle)
+    else:
+        repro = render(finding.case, header=finding.short_header(), oracle=oracle, style="repro")
+    atomic_write_text(d / "repro.py", repro)
+    atomic_write_text(
+        d / "test_repro.py", render(finding.case, header=finding.short_header(), oracle=oracle, style="pytest")
+    )
     return d
 
 

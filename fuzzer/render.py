@@ -34,7 +34,13 @@ from .features import derivatives_exact
 from .oracles import MAIN, SIDE_B, side_b_case
 
 CLASS_NAME = "Fn"
-_RUNTIME = ("run", "too_slow", "check", "triage", "show", "main")
+_RUNTIME = ("outcome", "verdict", "run", "too_slow", "check", "triage", "main")
+#: The verdict of a pair where at least one side raised, by (functorch raised, other side raised).
+ERRORS_LINE = (
+    'ERRORS = {(True, True): "different_errors", (True, False): "error_functorch_only", '
+    '(False, True): "error_reference_only"}'
+)
+STYLES = ("full", "repro", "pytest")
 # NOTE [slow findings]: values agree but one side took more than SLOW_RATIO times as long as the other,
 # and more than SLOW_SECONDS. Small cases make the vectorized side fast and the loops of create_graph
 # mode slow by a factor of tens at most, so 50x over at least a second singles out real cost cliffs.
@@ -43,14 +49,20 @@ SLOW_SECONDS = 1.0
 
 
 @functools.cache
-def _lib_sources() -> dict[str, str]:
+def _lib_sources(docstrings: bool = True) -> dict[str, str]:
+    """Source of every function in repro_lib.py/repro_fd.py, ``# noqa`` comments dropped (and
+    docstrings, unless ``docstrings``)."""
     out = {}
     for name in ("repro_lib.py", "repro_fd.py"):
         text = Path(__file__).with_name(name).read_text(encoding="utf-8")
         for node in ast.parse(text).body:
             if isinstance(node, ast.FunctionDef):
-                src = ast.get_source_segment(text, node) or ""
-                out[node.name] = re.sub(r"\s+# noqa[^\n]*", "", src)
+                lines = (ast.get_source_segment(text, node) or "").splitlines()
+                doc = node.body[0]
+                if not docstrings and isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant):
+                    assert doc.end_lineno is not None
+                    del lines[doc.lineno - node.lineno : doc.end_lineno - node.lineno + 1]
+                out[node.name] = re.sub(r"\s+# (noqa|fmt: skip)[^\n]*", "", "\n".join(lines))
     return out
 
 
@@ -174,7 +186,12 @@ def _forward(fn: FunctionDef) -> list[str]:
         lines.append(f"        return {_returns(exprs + extra)}")
         return lines
     lines = ["    @staticmethod", f"    def forward({args}):"]
-    lines += _node_lines(fn, _deps(fn, [o.ref for o in fn.outputs]), "        ")
+    computed = _deps(fn, [o.ref for o in fn.outputs])
+    # a node that only one node output reads is computed in the return statement itself
+    reads = [a for k in computed for a in fn.nodes[k].args] + [o.ref for o in fn.outputs]
+    inline = {k for k in computed if reads.count(f"t{k}") == 1 and f"t{k}" in exprs}
+    exprs = [_node_expr(fn, int(e[1:])) if re.fullmatch(r"t\d+", e) and int(e[1:]) in inline else e for e in exprs]
+    lines += _node_lines(fn, computed - inline, "        ")
     lines += [f"        x{i}.mul_(2)" for i in fn.dirty]
     lines.append(f"        return {_returns(exprs + extra)}")
     lines += ["", "    @staticmethod", "    def setup_context(ctx, inputs, output):"]
@@ -188,10 +205,14 @@ def _forward(fn: FunctionDef) -> list[str]:
     os_ = [f"o{j}" if f"o{j}" in used else "_" for j in range(len(fn.outputs))] + (["_"] if extra else [])
     if any(x != "_" for x in xs):
         lines.append(f"        {_tup(xs)} = inputs")
-    if any(o != "_" for o in os_):
+    used_outputs = [j for j, o in enumerate(os_) if o != "_"]
+    name_of: dict[str, str] = {}
+    if len(used_outputs) == 1 and not recompute and len(os_) > 1:
+        name_of[os_[used_outputs[0]]] = f"output[{used_outputs[0]}]"  # one output read: no unpacking
+    elif used_outputs:
         lines.append(f"        {os_[0] if len(os_) == 1 else _tup(os_)} = output")
     lines += _node_lines(fn, recompute, "        ")
-    lines += _ctx_lines(fn, {}, "        ") or ["        pass"]
+    lines += _ctx_lines(fn, name_of, "        ") or ["        pass"]
     return lines
 
 
@@ -301,7 +322,7 @@ def _backward(fn: FunctionDef, base: tuple[int, ...], dtype: str) -> list[str]:
     lines.append(f"    def backward(ctx, {', '.join(gs)}):")
     if fn.unused_grads:
         unused = ", ".join(f"g{j}" for j in fn.unused_grads)
-        lines.append(f"        # NB: {unused} intentionally not used in computation")
+        lines[-1] += f"  # NB: {unused} intentionally not used in computation"
     if fn.none_grads:
         nones = ", ".join(f"x{i}" for i in fn.none_grads)
         lines.append(f"        # NB: returns None for {nones} on purpose")
@@ -432,6 +453,10 @@ def _f(case: Case) -> list[str]:
         ret = " + ".join(used)
     if fn.non_tensor_output:
         ret = f"({ret}) * n" if " " in ret else f"{ret} * n"
+    n_out = len(fn.outputs)
+    if not inplace and not fn.non_tensor_output and len(used) == 1:
+        call = f"{CLASS_NAME}.apply({apply_args})" + (f"[{case.f.uses[0]}]" if n_out > 1 else "")
+        return [f"def f({xs}):", f"    return {call}.sum()" if case.f.combine == "sum" else f"    return {call}"]
     return [
         f"def f({xs}):",
         f"    {lhs} = {CLASS_NAME}.apply({apply_args})",
@@ -447,12 +472,30 @@ def _nested(values: list[float], shape: tuple[int, ...]) -> str:
     return "[" + ", ".join(_nested(values[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])) + "]"
 
 
-def _inputs(case: Case) -> list[str]:
+def _input_exprs(case: Case, extra: str = "") -> list[str]:
     dt = f"torch.{case.inputs.dtype}"
-    ts = [
-        f"torch.tensor({_nested(list(v), shape)}, dtype={dt})"
+    return [
+        f"torch.tensor({_nested(list(v), shape)}, dtype={dt}{extra})"
         for v, shape in zip(case.inputs.values, input_shapes(case), strict=True)
     ]
+
+
+def _outcome(case: Case) -> list[str]:
+    """``outcome()`` of the published styles (NOTE [repro styles]): repro_lib's ``outcome`` with the
+    inputs written into it, fresh on every call."""
+    ts = _input_exprs(case, ", requires_grad=requires_grad")
+    call = f"mode({ts[0]})" if len(ts) == 1 else "mode(\n" + "".join(f"            {t},\n" for t in ts) + "        )"
+    return [
+        "def outcome(mode, requires_grad):  # one side on fresh inputs: what it returns, or the exception it raises",
+        "    try:",
+        f"        return {call}",
+        "    except Exception as e:",
+        "        return e",
+    ]
+
+
+def _inputs(case: Case) -> list[str]:
+    ts = _input_exprs(case)
     if len(ts) == 1:
         return ["def inputs():", f"    return ({ts[0]},)"]
     return ["def inputs():", "    return (", *[f"        {t}," for t in ts], "    )"]
@@ -488,6 +531,7 @@ _TORCH_FUNC = ("grad", "vmap", "jacrev", "jacfwd", "hessian")
 _HELPER_ORDER = (
     "summed",
     "autograd_grad",
+    "autograd_grads",
     "vmap_loop",
     "jacrev_loop",
     "_nums",
@@ -540,12 +584,15 @@ def compose(case: Case, mode: str) -> tuple[str, set[str]]:
             expr = f"{name}({expr}{arg})"
         elif mode in ("functorch", "functorch_loop") or t.name == "autograd_grad":
             name = _FUNCTORCH_NAMES.get(t.name, t.name)
+            if name == "autograd_grad" and isinstance(t.argnums, tuple):
+                name = "autograd_grads"
             expr = f"{name}({expr}{arg})"
         else:
             name = _TWINS[t.name]
             if t.name == "hessian":
                 expr = f"{name}({name}({expr}{arg}){arg})"
             elif name == "autograd_grad":
+                name = "autograd_grads" if isinstance(t.argnums, tuple) else name
                 expr = f"{name}({expr}{arg}, create_graph=True)"
             else:
                 expr = f"{name}({expr}{arg})"
@@ -555,9 +602,27 @@ def compose(case: Case, mode: str) -> tuple[str, set[str]]:
     return expr, names
 
 
-def render(case: Case, *, header: tuple[str, ...] | list[str] = (), oracle: str = MAIN) -> str:
-    """The standalone repro script for ``case`` under ``oracle`` (NOTE [oracles]). ``header`` lines
-    become leading ``#`` comments."""
+def _qualified(expr: str) -> str:
+    """``grad(f)`` -> ``torch.func.grad(f)``: a repro reads best with the transform's full name."""
+    return re.sub(rf"\b({'|'.join(_TORCH_FUNC)})\(", r"torch.func.\1(", expr)
+
+
+def render(case: Case, *, header: tuple[str, ...] | list[str] = (), oracle: str = MAIN, style: str = "full") -> str:
+    """The standalone script for ``case`` under ``oracle`` (NOTE [oracles]). ``header`` lines become
+    leading ``#`` comments.
+
+    NOTE [repro styles]
+    One template, three ways to end it. ``full`` is what the fuzzer executes (NOTE [the repro is what
+    runs]): it also times both sides (NOTE [slow findings]) and carries the finite-difference triage.
+    ``repro`` is the published ``repro.py`` in the seed's style: the same Function, ``f``, inputs,
+    helpers, ``outcome()`` and ``verdict()``, then both sides side by side, both results printed, exit 1
+    while they disagree and 0 once they agree; nothing else. ``pytest`` is ``test_repro.py``: the same
+    body with the agreement asserted in a test, to be marked ``xfail`` upstream. A published repro is
+    accepted only after it printed the finding's verdict in a fresh process (:mod:`fuzzer.findings`).
+    """
+    if style not in STYLES:
+        raise ValueError(f"style must be one of {STYLES}, not {style!r}")
+    full = style == "full"
     fn = case.function
     base = tuple(case.inputs.shape)
     output_shapes(fn, base)  # raises CaseError early on ill-formed views
@@ -571,41 +636,62 @@ def render(case: Case, *, header: tuple[str, ...] | list[str] = (), oracle: str 
         cg_expr, cg_names = compose(side_b_case(case, oracle), "functorch")
     # finite-difference twins take one argnum; tuple argnums (outermost only) go without triage
     exact = derivatives_exact(case) and not any(isinstance(t.argnums, tuple) for t in case.transforms)
-    fd_expr, fd_names = compose(case, "fd") if exact else ("", set())
+    fd_expr, fd_names = compose(case, "fd") if exact and full else ("", set())
     if fd_names & {"fd_hessian", "fd_grad", "fd_vjp"}:
         fd_names.add("fd_jac")
-    func_imports = sorted(n for n in fc_names | cg_names if n in _TORCH_FUNC)
+    fc_expr, cg_expr = _qualified(fc_expr), _qualified(cg_expr)
     helpers = [n for n in _HELPER_ORDER if n in fc_names | cg_names | fd_names]
     xs = ", ".join(f"x{i}" for i in range(fn.n_inputs))
-    lib = _lib_sources()
+    lib = _lib_sources(docstrings=full)
+    fc_grad = any(t.name == "autograd_grad" for t in case.transforms)
     out: list[str] = [f"# {h}" if h else "#" for h in header]
-    out += ["import sys", "import time", "", "import torch"]
+    out += ["import sys", "import time", "", "import torch"] if full else ["import torch"]
     if fn.once_differentiable:
         out.append("from torch.autograd.function import once_differentiable")
-    if func_imports:
-        out.append(f"from torch.func import {', '.join(func_imports)}")
     out += ["", ""]
     out += render_function(fn, base, case.inputs.dtype)
     out += ["", ""]
     out += _f(case)
-    out += ["", ""]
-    out += _inputs(case)
+    if full:
+        out += ["", ""]
+        out += _inputs(case)
     for h in helpers:
         out += ["", "", lib[h]]
-    out += [
-        "",
-        "",
-        f"FUNCTORCH_REQUIRES_GRAD = {any(t.name == 'autograd_grad' for t in case.transforms)}",
-    ]
+    out += ["", "", ERRORS_LINE]
+    if not full:
+        out += ["", "", *_outcome(case), "", "", lib["verdict"]]
+        grad_b = True if oracle == MAIN else fc_grad
+        sides = [
+            f"functorch = outcome({fc_expr}, {fc_grad})",
+            f"{side_b} = outcome({cg_expr}, {grad_b})",
+            f"v = verdict(functorch, {side_b})",
+        ]
+        if style == "repro":
+            out += ["", "", *sides]
+            out.append(
+                f'print(f"============= functorch\\n{{functorch!r}}\\n============= {side_b}\\n{{{side_b}!r}}\\nverdict: {{v}}")'
+            )
+            out += [
+                'raise SystemExit(v != "consistent")  # exit status 1 while the two sides disagree, 0 once they agree',
+                "",
+            ]
+        else:
+            out += ["", "", f"def test_functorch_agrees_with_{side_b}():", *[f"    {line}" for line in sides]]
+            out += [
+                f'    assert v == "consistent", f"{{v}}: functorch gave {{functorch!r}}, {side_b} gave {{{side_b}!r}}"',
+                "",
+            ]
+        return "\n".join(out)
+    out += ["", "", f"FUNCTORCH_REQUIRES_GRAD = {fc_grad}"]
     out += ["", "", f"def functorch_mode({xs}):", f"    return {fc_expr}({xs})"]
     out += ["", "", f"def {side_b}_mode({xs}):", f"    return {cg_expr}({xs})"]
-    grad_b = "True" if oracle == MAIN else "FUNCTORCH_REQUIRES_GRAD"
+    grad_b_text = "True" if oracle == MAIN else "FUNCTORCH_REQUIRES_GRAD"
     out += [
         "",
         "",
         "SIDES = (",
         '    ("functorch", functorch_mode, FUNCTORCH_REQUIRES_GRAD),',
-        f'    ("{side_b}", {side_b}_mode, {grad_b}),',
+        f'    ("{side_b}", {side_b}_mode, {grad_b_text}),',
         ")",
         "SECONDS = {}  # mode name -> seconds its last run took",
         f"SLOW_RATIO, SLOW_SECONDS = {SLOW_RATIO}, {SLOW_SECONDS}  # one side this much slower (and > SLOW_SECONDS): 'slow'",

@@ -27,6 +27,7 @@ def status_line(c: Campaign) -> str:
         f"#{s.cases}\telapsed: {s.elapsed:.0f}s cases/s: {s.rate:.1f} consistent: {v['consistent']}"
         f" expected: {v['expected']} findings: {findings} buckets: {len(c.buckets)} (verified {verified})"
         + (f" internal_errors: {s.internal_errors}" if s.internal_errors else "")
+        + (f" {c.shrinking}" if c.shrinking else "")
     )
 
 
@@ -74,12 +75,28 @@ class LiveView:
             t.add_column(v)
         t.add_row(*[str(n) for n in s.verdicts.values()])
         b = Table(title=f"buckets: {len(c.buckets)}", show_header=True)
-        for col in ("bucket", "transforms", "essential features", "hits", "status"):
+        for col in ("bucket", "transforms", "essential features", "hits", "repro lines", "status"):
             b.add_column(col)
         for bucket in list(c.buckets.values())[-8:]:
             sig = bucket.signature
-            b.add_row(sig.id, ">".join(sig.skeleton), ", ".join(sig.features) or "-", str(bucket.hits), bucket.status)
-        return Group(head, t, b)
+            lines = bucket.published.shrink
+            b.add_row(
+                sig.id,
+                ">".join(sig.skeleton),
+                ", ".join(sig.features) or "-",
+                str(bucket.hits),
+                f"{lines.get('lines_before', '?')} -> {lines.get('lines_after', '?')}",
+                bucket.status,
+            )
+        parts: list[Any] = [head, t, b]
+        if c.shrinking:
+            parts.insert(1, Text(c.shrinking, style="yellow"))
+        return Group(*parts)
+
+
+def _shrink_text(b: dict[str, Any]) -> str:
+    secs = b.get("shrink_seconds") or []
+    return f"{max(secs, default=0.0):.1f}s, {b.get('repro_lines') or '?'} lines" if secs else "-"
 
 
 def summary_table(summary: dict[str, Any]) -> Group:
@@ -98,6 +115,7 @@ def summary_table(summary: dict[str, Any]) -> Group:
         "essential features",
         "hits",
         "found after",
+        "shrink",
         "status",
     ):
         found.add_column(col)
@@ -111,6 +129,7 @@ def summary_table(summary: dict[str, Any]) -> Group:
             ", ".join(b["signature_features"]) or "-",
             str(b["hits"]),
             f"{b['seconds_to_find']:.1f}s / {b['cases_to_find']} cases",
+            _shrink_text(b),
             b["status"],
         )
     head = Text(
@@ -160,16 +179,21 @@ def report_markdown(summary: dict[str, Any]) -> str:
         lines.append("No disagreement found.")
     else:
         lines += [
-            "| bucket | verdict | oracle | triage | transforms | essential features | hits | found after | status | repro |",
-            "|---|---|---|---|---|---|---:|---|---|---|",
+            "| bucket | verdict | oracle | triage | transforms | essential features | hits | found after | shrink | status | repro |",
+            "|---|---|---|---|---|---|---:|---|---|---|---|",
         ]
         for b in summary["buckets"]:
             repro = f"{b['path']}/repro.py" if b["path"] else "-"
             lines.append(
                 f"| {b['id']} | {b['verdict']} | {b['oracle']} | {b.get('triage') or '-'} | {' > '.join(b['transforms'])} | {', '.join(b['signature_features']) or '-'}"
-                f" | {b['hits']} | {b['seconds_to_find']:.1f} s, {b['cases_to_find']} cases | {b['status']} | {repro} |"
+                f" | {b['hits']} | {b['seconds_to_find']:.1f} s, {b['cases_to_find']} cases | {_shrink_text(b)} | {b['status']} | {repro} |"
             )
-        lines += ["", "Each verified repro exits 1 under this torch: `python findings/<bucket>/repro.py`."]
+        lines += [
+            "",
+            "Each verified repro exits 1 under this torch: `python findings/<bucket>/repro.py`; the same check as a"
+            " test: `pytest findings/<bucket>/test_repro.py`. Shrink: the longest shrink of the bucket and the"
+            " non-blank lines of its published repro.",
+        ]
     return "\n".join(lines) + "\n"
 
 

@@ -23,6 +23,8 @@ Each functorch level has a plain-autograd twin; create_graph mode composes the t
                                   in_dims[i]; None passes the input whole), torch.stack along out_dims
     autograd_grad(fn) (outer)     itself (plain torch.autograd.grad, grad_outputs=ones), as in the seed
 
+(autograd_grads is autograd_grad for a tuple of argnums.)
+
 vjp_ones/jvp_ones/linearize_ones wrap torch.func.vjp/jvp/linearize into levels: they return the
 cotangent (for ones) or the tangent output (for a tangent of ones). Plain autograd has no nested
 forward-mode levels, so a stack holds at most one of jacfwd/jvp/linearize.
@@ -47,13 +49,20 @@ def summed(fn):
 
 def autograd_grad(fn, argnums=0, create_graph=False):
     def wrapped(*args):
-        out = fn(*args)
-        xs = [args[i] for i in argnums] if isinstance(argnums, tuple) else [args[argnums]]
+        out, x = fn(*args), args[argnums]
+        g = torch.autograd.grad(out, x, torch.ones_like(out), create_graph=create_graph, allow_unused=True)[0] if out.requires_grad else None  # fmt: skip
+        return torch.zeros_like(x) if g is None else g  # None (nothing reaches x): zeros, as torch.func returns
+
+    return wrapped
+
+
+def autograd_grads(fn, argnums, create_graph=False):  # argnums: a tuple
+    def wrapped(*args):
+        out, xs = fn(*args), [args[i] for i in argnums]
         gs = [None] * len(xs)
         if out.requires_grad:
             gs = torch.autograd.grad(out, xs, torch.ones_like(out), create_graph=create_graph, allow_unused=True)
-        gs = tuple(torch.zeros_like(x) if g is None else g for x, g in zip(xs, gs, strict=True))
-        return gs if isinstance(argnums, tuple) else gs[0]
+        return tuple(torch.zeros_like(x) if g is None else g for x, g in zip(xs, gs, strict=True))
 
     return wrapped
 
@@ -155,13 +164,27 @@ def jacrev_loop(fn, argnums=0):
     return wrapped
 
 
-def run(mode, requires_grad):
-    args = [t.clone().requires_grad_(requires_grad) for t in inputs()]  # noqa: F821 (defined by the script)
-    start = time.perf_counter()
+def outcome(mode, requires_grad):
+    """One side on fresh inputs: what it returned, or the exception it raised."""
     try:
-        result = mode(*args), None
-    except Exception as e:  # noqa: BLE001 (any error is an outcome)
-        result = None, e
+        return mode(*[x.requires_grad_(requires_grad) for x in inputs()])  # noqa: F821 (defined by the script)
+    except Exception as e:  # noqa: BLE001 (an exception is an outcome too)
+        return e
+
+
+def verdict(a, b):
+    """Values that are close (torch.testing.assert_close) agree; so do exceptions of the same type."""
+    if isinstance(a, Exception) or isinstance(b, Exception):
+        return "consistent" if type(a) is type(b) else ERRORS[isinstance(a, Exception), isinstance(b, Exception)]  # noqa: F821
+    try:
+        return torch.testing.assert_close(a, b, equal_nan=True) or "consistent"  # it returns None or raises
+    except AssertionError:
+        return "value_mismatch"
+
+
+def run(mode, requires_grad):
+    start = time.perf_counter()
+    result = outcome(mode, requires_grad)
     SECONDS[mode.__name__] = time.perf_counter() - start  # noqa: F821
     return result
 
@@ -173,23 +196,13 @@ def too_slow(mode_a, mode_b):
 
 def check():
     (_, mode_a, grad_a), (_, mode_b, grad_b) = SIDES  # noqa: F821
-    fc, fc_err = run(mode_a, grad_a)
-    ref, ref_err = run(mode_b, grad_b)
-    if fc_err is None and ref_err is None:
-        try:
-            torch.testing.assert_close(fc, ref, equal_nan=True)
-            verdict = "consistent"
-        except AssertionError:
-            verdict = "value_mismatch"
-        if verdict == "consistent" and too_slow(mode_a, mode_b):
-            run(mode_a, grad_a)  # time both again, warm: a first call can pay one-time set-up costs
-            run(mode_b, grad_b)
-            verdict = "slow" if too_slow(mode_a, mode_b) else verdict
-    elif fc_err is not None and ref_err is not None:
-        verdict = "consistent" if type(fc_err) is type(ref_err) else "different_errors"
-    else:
-        verdict = "error_functorch_only" if fc_err is not None else "error_reference_only"
-    return verdict, (fc, fc_err), (ref, ref_err)
+    a, b = run(mode_a, grad_a), run(mode_b, grad_b)
+    v = verdict(a, b)
+    if v == "consistent" and not isinstance(a, Exception) and too_slow(mode_a, mode_b):
+        run(mode_a, grad_a)  # time both again, warm: a first call can pay one-time set-up costs
+        run(mode_b, grad_b)
+        v = "slow" if too_slow(mode_a, mode_b) else v
+    return v, a, b
 
 
 def triage(fc, ref):
@@ -212,18 +225,13 @@ def triage(fc, ref):
     return label.get((matches(fc), matches(ref)), "undetermined"), f"finite differences: {fd.tolist()}"
 
 
-def show(result):
-    value, err = result
-    return f"{type(err).__name__}: {err}" if err is not None else str(value)
-
-
 def main():
-    verdict, fc, ref = check()
-    for (name, mode, _), result in zip(SIDES, (fc, ref), strict=True):  # noqa: F821
+    v, a, b = check()
+    for (name, mode, _), result in zip(SIDES, (a, b), strict=True):  # noqa: F821
         print(f"============= {name} ({SECONDS[mode.__name__]:.3f} s)")  # noqa: F821
-        print(show(result))
-    print("verdict:", verdict)
-    if verdict == "value_mismatch":
-        label, detail = triage(fc[0], ref[0])
+        print(repr(result))
+    print("verdict:", v)
+    if v == "value_mismatch":
+        label, detail = triage(a, b)
         print(f"triage: {label} ({detail})")
-    return 0 if verdict == "consistent" else 1
+    return 0 if v == "consistent" else 1

@@ -59,7 +59,9 @@ def _check_finding_dir(d: Path) -> dict:
 
 def test_planted_vmap_rule_bug_is_found_verified_and_bucketed(tmp_path: Path) -> None:
     strategy = cases(vmap_rules=["custom_wrong"], transforms=["vmap", "grad"], max_depth=2, outer_autograd=False)
-    campaign = Campaign(CampaignConfig(out=tmp_path, seed=7, duration=None, max_cases=25, strategy=strategy))
+    campaign = Campaign(
+        CampaignConfig(out=tmp_path, seed=7, duration=None, max_cases=25, strategy=strategy, shrink_budget=120)
+    )
     campaign.run()
     summary = campaign.summary()
     assert summary["cases"] == 25
@@ -114,5 +116,7 @@ def test_float32_disagreement_that_persists_in_float64_is_reported(tmp_path: Pat
     assert summary["float32_noise"] == 0
     assert summary["verdicts"]["value_mismatch"] >= 1
     assert sum(b["hits"] for b in summary["buckets"]) == _finding_checks(summary)
-    case = json.loads((tmp_path / summary["buckets"][0]["path"] / "case.json").read_text())
-    assert case["inputs"]["dtype"] == "float32"
+    # drawn in float32 (original.json); shrinking then prefers float64 where the bug stays (case.json)
+    d = tmp_path / summary["buckets"][0]["path"]
+    drawn = json.loads((d / "original.json" if (d / "original.json").exists() else d / "case.json").read_text())
+    assert drawn["inputs"]["dtype"] == "float32"

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import ROOT, run_script
 
 from fuzzer.case import Case
@@ -15,7 +16,8 @@ GOLDEN = Path(__file__).resolve().parent / "golden" / "seed_repro.py"
 
 
 def test_seed_repro_matches_golden(seed_case: Case) -> None:
-    text = render(seed_case, header=["affuzz repro of ../shared/seed (torch 2.0.1: functorch 0, create_graph 6)"])
+    header = ["affuzz repro of ../shared/seed (torch 2.0.1: functorch 0, create_graph 6)"]
+    text = render(seed_case, header=header, style="repro")
     assert text == GOLDEN.read_text(), "rendered seed repro changed; if intended, regenerate tests/golden/seed_repro.py"
 
 
@@ -42,10 +44,12 @@ def test_planted_vmap_bug_repro_exits_1(planted_case: Case, tmp_path: Path) -> N
     assert "planted bug" in script.read_text()
 
 
-def test_repro_imports_only_torch(planted_case: Case) -> None:
-    text = render(planted_case)
+@pytest.mark.parametrize("style", ["full", "repro", "pytest"])
+def test_repro_imports_only_torch(planted_case: Case, style: str) -> None:
+    text = render(planted_case, style=style)
     imports = [line for line in text.splitlines() if line.startswith(("import ", "from "))]
-    assert imports == ["import sys", "import time", "import torch", "from torch.func import grad, vmap"]
+    assert imports == (["import sys", "import time", "import torch"] if style == "full" else ["import torch"])
+    assert "torch.func.grad(" in text and "torch.func.vmap(" in text
     code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
     assert "fuzzer" not in code and "affuzz" not in code
 

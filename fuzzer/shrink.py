@@ -1,0 +1,228 @@
+"""Shrinking a finding into the smallest case that still shows the same bug.
+
+NOTE [shrinking]
+Two stages, both deterministic (the same finding and budget give the same result):
+
+1. Hypothesis's own shrinker over the strategies, fed with the exact bytes the campaign drew the case
+   from: ``fuzz_one_input(buffer)`` stores the failing example in a private in-memory example database,
+   and re-running the test with phases ``reuse`` + ``shrink`` (and ``@seed(0)``) shrinks it the way
+   any Hypothesis failure is shrunk. Skipped for cases that did not come from a buffer (a hand-written or
+   corpus case).
+2. IR reductions (:func:`fuzzer.reduce.candidates`) to a fixed point: the first candidate that still
+   shows the bug is taken and the walk starts over from it, until no candidate does.
+
+"The same bug" is :class:`Goal`: the same verdict under the same oracle, the same error types (and
+error message, digits ignored) on each side for error verdicts, and the same *essential* features
+(NOTE [signatures]): every essential feature is still there and still essential, and no other feature
+has become essential. So a step may drop a transform level, but can never trade the bug for another
+one that happens to share its verdict. The bucket's signature is taken from the shrunk case: its
+transform skeleton is the smallest stack that still shows the bug, which is what collapses the many
+stacks a campaign finds one bug under into one bucket.
+
+Cost is bounded by ``budget``: the number of case runs (each memoized). Past it every new candidate
+counts as "not the same bug", so the walk stops with the smallest case so far; a count, not a clock, so
+the result does not depend on the machine's speed.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
+from hypothesis.database import InMemoryExampleDatabase
+
+from .ablate import without
+from .case import Case
+from .features import features
+from .reduce import candidates, size
+
+#: Default number of case runs one shrink may spend (both stages together).
+DEFAULT_BUDGET = 400
+#: The share of the budget stage 1 may spend; the IR reductions are more targeted, so they get the rest.
+HYPOTHESIS_SHARE = 1 / 3
+
+
+def fingerprint(verdict: str, functorch_error: str | None, reference_error: str | None) -> str:
+    """What must stay the same about the errors: types on both sides and, for error verdicts, the
+    first line of each message with digits ignored (shapes and sizes change while shrinking)."""
+    if verdict not in ("error_functorch_only", "error_reference_only", "different_errors"):
+        return ""
+
+    def norm(e: str | None) -> str:
+        return re.sub(r"\d+", "N", e or "-")[:120]
+
+    return f"{norm(functorch_error)} | {norm(reference_error)}"
+
+
+@dataclass(frozen=True)
+class Goal:
+    verdict: str
+    oracle: str
+    features: tuple[str, ...]  # the essential features
+    fingerprint: str = ""
+
+
+#: Runs a case under the goal's oracle: (classified verdict, error fingerprint for that verdict).
+Runner = Callable[[Case], tuple[str, str]]
+
+
+class _OutOfBudget(Exception):
+    pass
+
+
+class _SameBug(Exception):
+    """Raised inside the Hypothesis test when a case still shows the bug."""
+
+
+@dataclass
+class ShrinkResult:
+    case: Case
+    original: Case
+    steps: list[str] = field(default_factory=list)  # "hypothesis", then the reduction pass of each step
+    runs: int = 0
+    seconds: float = 0.0
+    exhausted: bool = False  # the budget ran out before a fixed point
+
+
+class Shrinker:
+    """Shrink cases for one goal. ``progress(stage, runs, best)`` is called after every new run."""
+
+    def __init__(
+        self,
+        goal: Goal,
+        run: Runner,
+        *,
+        budget: int = DEFAULT_BUDGET,
+        progress: Callable[[str, int, Case], None] | None = None,
+    ) -> None:
+        self.goal = goal
+        self._run = run
+        self.budget = budget
+        self.progress = progress
+        self.runs = 0
+        self._cache: dict[Case, tuple[str, str]] = {}
+        self._same: dict[Case, bool] = {}
+        self.stage = "check"
+        self.best: Case | None = None
+        self._limit = budget  # runs allowed until the end of the current stage
+
+    def _outcome(self, case: Case) -> tuple[str, str]:
+        hit = self._cache.get(case)
+        if hit is None:
+            if self.runs >= self._limit:
+                raise _OutOfBudget
+            self.runs += 1
+            hit = self._cache[case] = self._run(case)
+            if self.progress is not None and self.best is not None:
+                self.progress(self.stage, self.runs, self.best)
+        return hit
+
+    def same_bug(self, case: Case) -> bool:
+        """True when ``case`` shows the goal's bug (see NOTE [shrinking]); False past the budget."""
+        known = self._same.get(case)
+        if known is not None:
+            return known
+        try:
+            result = self._check(case)
+        except _OutOfBudget:
+            return False
+        self._same[case] = result
+        return result
+
+    def _check(self, case: Case) -> bool:
+        g = self.goal
+        if self._outcome(case) != (g.verdict, g.fingerprint):
+            return False
+        tags = features(case)
+        if not set(g.features) <= set(tags):
+            return False
+        # essential ones first: they are the likeliest to fail
+        for tag in sorted(tags, key=lambda t: t not in g.features):
+            variant = without(case, tag)
+            agrees = variant is not None and self._outcome(variant)[0] == "consistent"
+            if agrees != (tag in g.features):
+                return False
+        return True
+
+    # ------------------------------------------------------------------------------------ stages
+
+    def hypothesis_stage(self, strategy: st.SearchStrategy[Case], buffer: bytes) -> Case | None:
+        """Stage 1: the smallest case (by :func:`fuzzer.reduce.size`) Hypothesis's shrinker reached from
+        ``buffer`` that still shows the bug; None if the buffer does not reproduce it."""
+        self.stage = "hypothesis"
+        self._limit = min(self.budget, self.runs + max(1, int(self.budget * HYPOTHESIS_SHARE)))
+        found: list[Case] = []
+
+        @settings(
+            database=InMemoryExampleDatabase(),
+            phases=(Phase.reuse, Phase.shrink),
+            deadline=None,
+            report_multiple_bugs=False,
+            suppress_health_check=list(HealthCheck),
+        )
+        @seed(0)
+        @given(strategy)
+        def test(case: Case) -> None:
+            if self.same_bug(case):
+                if self.best is None or size(case) < size(self.best):
+                    self.best = case
+                found.append(case)
+                raise _SameBug
+
+        try:
+            test.hypothesis.fuzz_one_input(buffer)
+        except _SameBug:
+            pass
+        if not found:
+            return None
+        try:
+            test()
+        except Exception:  # noqa: BLE001 (_SameBug, or Hypothesis's Flaky when the budget ran out)
+            pass
+        finally:
+            self._limit = self.budget
+        return min(found, key=size)
+
+    def reduce_stage(self, case: Case, steps: list[str]) -> Case:
+        """Stage 2: IR reductions to a fixed point (or until the budget is spent)."""
+        self.stage = "reduce"
+        self._limit = self.budget
+        self.best = case
+        progress = True
+        while progress and self.runs < self.budget:
+            progress = False
+            for name, candidate in candidates(case):
+                if self.same_bug(candidate):
+                    case = self.best = candidate
+                    steps.append(name)
+                    progress = True
+                    break
+                if self.runs >= self.budget:
+                    break
+        return case
+
+    def shrink(
+        self, case: Case, *, strategy: st.SearchStrategy[Case] | None = None, buffer: bytes | None = None
+    ) -> ShrinkResult:
+        start = time.monotonic()
+        self.best = case
+        steps: list[str] = []
+        current = case
+        if strategy is not None and buffer is not None:
+            smaller = self.hypothesis_stage(strategy, buffer)
+            if smaller is not None and size(smaller) < size(current):
+                current = smaller
+                steps.append("hypothesis")
+        current = self.reduce_stage(current, steps)
+        return ShrinkResult(
+            case=current,
+            original=case,
+            steps=steps,
+            runs=self.runs,
+            seconds=time.monotonic() - start,
+            exhausted=self.runs >= self.budget,
+        )

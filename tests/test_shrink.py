@@ -1,0 +1,167 @@
+"""Shrinking quality (like Hypothesis's tests/quality/): what the shrinker produces for known inputs.
+
+Every test runs real torch; the goals are real disagreements (a planted vmap rule that contradicts
+forward, and a disagreement that exists in torch 2.13 itself).
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from conftest import run_script
+from hypothesis import given
+
+from fuzzer.case import Case, FDef, FunctionDef, Inputs, Node, Output, Transform, validate
+from fuzzer.compare import classify, load_registry
+from fuzzer.execute import run_case
+from fuzzer.findings import repro_lines
+from fuzzer.reduce import candidates, size
+from fuzzer.render import render
+from fuzzer.shrink import Goal, Shrinker, fingerprint
+from fuzzer.signature import signature, skeleton
+from strategies import cases
+
+REGISTRY = load_registry()
+
+
+def _runner(oracle: str):
+    def run(case: Case) -> tuple[str, str]:
+        outcome = run_case(case, oracle, timeout=60)
+        verdict = classify(outcome, REGISTRY)[0]
+        return verdict, fingerprint(verdict, outcome.functorch.error, outcome.reference.error)
+
+    return run
+
+
+def _goal(case: Case, oracle: str) -> Goal:
+    run = _runner(oracle)
+    verdict, fp = run(case)
+    sig = signature(case, verdict, lambda c: run(c)[0], oracle=oracle)
+    return Goal(verdict, oracle, sig.features, fp)
+
+
+@pytest.mark.parametrize("oracle", ["vmap_vs_loop", "functorch_vs_create_graph"])
+def test_planted_vmap_rule_shrinks_to_scalar_one_output_one_vmap(planted_case: Case, oracle: str) -> None:
+    goal = _goal(planted_case, oracle)
+    assert goal.verdict == "value_mismatch" and "custom_vmap" in goal.features
+    result = Shrinker(goal, _runner(oracle)).shrink(planted_case)
+    case = result.case
+    assert tuple(case.inputs.shape) == ()  # a scalar per sample
+    assert case.function.n_inputs == 1 and len(case.function.outputs) == 1
+    assert skeleton(case) == ("vmap",) and case.transforms[0].batch_size == 1
+    assert len(case.function.nodes) <= 1 and not result.exhausted
+    # still the same bug: same verdict, same essential features
+    run = _runner(oracle)
+    assert signature(case, run(case)[0], lambda c: run(c)[0], oracle=oracle).features == goal.features
+
+
+def test_shrinking_is_deterministic(planted_case: Case) -> None:
+    goal = _goal(planted_case, "vmap_vs_loop")
+    a = Shrinker(goal, _runner("vmap_vs_loop")).shrink(planted_case)
+    b = Shrinker(goal, _runner("vmap_vs_loop")).shrink(planted_case)
+    assert a.case == b.case and a.steps == b.steps and a.runs == b.runs
+
+
+def test_budget_bounds_the_runs_and_keeps_the_best_so_far(planted_case: Case) -> None:
+    goal = _goal(planted_case, "vmap_vs_loop")
+    result = Shrinker(goal, _runner("vmap_vs_loop"), budget=6).shrink(planted_case)
+    assert result.runs <= 6 and result.exhausted
+    assert size(result.case) <= size(planted_case)
+
+
+def test_a_different_bug_is_never_accepted(planted_case: Case) -> None:
+    """A goal whose essential features differ from the case's is not met by any candidate."""
+    goal = _goal(planted_case, "vmap_vs_loop")
+    wrong = replace(goal, features=(*goal.features, "grad_unused"))
+    shrinker = Shrinker(wrong, _runner("vmap_vs_loop"), budget=60)
+    assert not shrinker.same_bug(planted_case)
+    assert shrinker.shrink(planted_case).steps == []
+    other_error = replace(goal, fingerprint="RuntimeError: something else | -")
+    assert not Shrinker(other_error, _runner("vmap_vs_loop")).same_bug(planted_case)
+
+
+def _repeated_output_case() -> Case:
+    """A torch 2.13 disagreement inside a bigger case: f returns the same node twice and backward ignores
+    the second grad; functorch and create_graph mode differ. Extra input, node, outputs and levels."""
+    fn = FunctionDef(
+        n_inputs=2,
+        nodes=(Node("sin", ("x0",)), Node("mul", ("t0", "x1")), Node("exp", ("x1",))),
+        outputs=(Output("node", "t1"), Output("node", "t1"), Output("node", "t2")),
+        saved=("x0", "x1", "t0", "t2"),
+        unused_grads=(1,),
+    )
+    base = Case(
+        function=fn,
+        f=FDef(uses=(0, 1, 2), combine="sum"),
+        inputs=Inputs(shape=(3,), values=((0.3, -1.2, 0.7), (1.1, 0.4, -0.5)), dtype="float64"),
+        transforms=(Transform("autograd_grad"), Transform("grad")),
+    )
+    return validate(base)
+
+
+def test_real_torch_disagreement_shrinks_to_a_small_repro_that_reproduces(tmp_path: Path) -> None:
+    case = _repeated_output_case()
+    oracle = "functorch_vs_create_graph"
+    goal = _goal(case, oracle)
+    if goal.verdict == "consistent":
+        pytest.skip("this torch has no repeated-output disagreement")
+    assert "output_repeated" in goal.features
+    result = Shrinker(goal, _runner(oracle)).shrink(case)
+    small = result.case
+    assert size(small) < size(case)
+    assert small.function.n_inputs == 1 and len(small.transforms) <= 2
+    assert repro_lines(small, oracle) < repro_lines(case, oracle)
+    repro = tmp_path / "repro.py"
+    repro.write_text(render(small, header=["shrunk"], oracle=oracle, style="repro"))
+    proc = run_script(repro)
+    assert proc.returncode == 1 and f"verdict: {goal.verdict}" in proc.stdout, proc.stdout + proc.stderr
+    test = tmp_path / "test_repro.py"
+    test.write_text(render(small, header=["shrunk"], oracle=oracle, style="pytest"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 1 and "1 failed" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_hypothesis_stage_shrinks_from_the_drawn_bytes() -> None:
+    strategy = cases(vmap_rules=["custom_wrong"], transforms=["vmap"], max_depth=1, outer_autograd=False)
+    drawn: list[Case] = []
+
+    @given(strategy)
+    def draw(case: Case) -> None:
+        drawn.append(case)
+
+    rng = random.Random(5)
+    for _ in range(40):
+        buffer = rng.randbytes(2048)
+        drawn.clear()
+        draw.hypothesis.fuzz_one_input(buffer)
+        if drawn and drawn[0].function.n_inputs > 1:
+            break
+    case = drawn[0]
+    goal = _goal(case, "vmap_vs_loop")
+    assert goal.verdict == "value_mismatch"
+    shrinker = Shrinker(goal, _runner("vmap_vs_loop"), budget=150)
+    smaller = shrinker.hypothesis_stage(strategy, buffer)
+    assert smaller is not None and shrinker.same_bug(smaller)
+    assert size(smaller) < size(case)
+
+
+@given(cases())
+def test_every_candidate_is_valid_and_strictly_smaller(case: Case) -> None:
+    here = size(case)
+    n = 0
+    for _, c in candidates(case):
+        assert validate(c) is c and size(c) < here
+        render(c, style="repro")  # and it renders
+        n += 1
+        if n >= 40:
+            break

@@ -1,8 +1,9 @@
 """Acceptance check: does affuzz find the seed bug class by itself, and how fast?
 
 Runs ``affuzz run --duration D --seed S`` under a torch venv for several seeds, then for each run
-reports the first verified ``value_mismatch`` whose features include ``output_is_input`` and
-``saved_output`` (the bug class of ../shared/seed/), its ``seconds_to_find``, and re-runs its
+reports the first verified ``value_mismatch`` whose (shrunk) case still has ``output_is_input`` and
+``saved_output`` (the bug class of ../shared/seed/), its ``seconds_to_find``, whether both features are
+essential, the shape of its shrunk repro (non-blank lines, inputs, transform levels), and re-runs its
 ``repro.py`` in a fresh process to confirm it exits 1. Prints the median seconds_to_find.
 
     python bench/seed_hunt.py --python .venvs/torch-2.0.1/bin/python --seeds 1,2,3,4,5 --duration 120
@@ -58,19 +59,42 @@ def main(argv: list[str] | None = None) -> int:
             and {"output_is_input", "saved_output"} <= set(b["features"])
         ]
         if not hits:
-            rows.append((seed, summary["cases"], None, None, None, len(summary["buckets"])))
+            rows.append((seed, summary["cases"], None, None, None, len(summary["buckets"]), "-"))
             continue
-        first = min(hits, key=lambda b: b["seconds_to_find"])
+        # prefer the bucket where both features are essential (the seed bug itself), then the earliest
+        first = min(
+            hits,
+            key=lambda b: (
+                not {"output_is_input", "saved_output"} <= set(b["signature_features"]),
+                b["seconds_to_find"],
+            ),
+        )
         repro = out / first["path"] / "repro.py"
         code = subprocess.run([args.python, repro.name], cwd=repro.parent, capture_output=True).returncode
+        case = json.loads((repro.parent / "case.json").read_text())
+        lines = sum(1 for line in repro.read_text().splitlines() if line.strip())
+        shape = (
+            f"{lines} lines, {case['function']['n_inputs']} input(s), {len(case['transforms'])} level(s)"
+            f" [{'>'.join(first['transforms'])}], essential: {'+'.join(first['signature_features'])}"
+        )
         times.append(first["seconds_to_find"])
         rows.append(
-            (seed, summary["cases"], first["seconds_to_find"], first["cases_to_find"], code, len(summary["buckets"]))
+            (
+                seed,
+                summary["cases"],
+                first["seconds_to_find"],
+                first["cases_to_find"],
+                code,
+                len(summary["buckets"]),
+                shape,
+            )
         )
-    print(f"{'seed':>4} {'cases':>7} {'s_to_find':>9} {'cases_to_find':>13} {'repro_rc':>8} {'buckets':>7}")
-    for seed, cases, secs, n, code, buckets in rows:
+    print(
+        f"{'seed':>4} {'cases':>7} {'s_to_find':>9} {'cases_to_find':>13} {'repro_rc':>8} {'buckets':>7}  shrunk repro"
+    )
+    for seed, cases, secs, n, code, buckets, shape in rows:
         print(
-            f"{seed:>4} {cases:>7} {secs if secs is not None else '-':>9} {n if n is not None else '-':>13} {code if code is not None else '-':>8} {buckets:>7}"
+            f"{seed:>4} {cases:>7} {secs if secs is not None else '-':>9} {n if n is not None else '-':>13} {code if code is not None else '-':>8} {buckets:>7}  {shape}"
         )
     found = sum(r[2] is not None for r in rows)
     print(

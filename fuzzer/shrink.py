@@ -226,3 +226,26 @@ class Shrinker:
             seconds=time.monotonic() - start,
             exhausted=self.runs >= self.budget,
         )
+
+
+def case_runner(oracle: str, *, timeout: float | None = 60.0) -> Runner:
+    """A :data:`Runner` over the real thing: the rendered script, classified against the registry."""
+    from .compare import classify, load_registry
+    from .execute import run_case
+
+    registry = load_registry()
+
+    def run(case: Case) -> tuple[str, str]:
+        outcome = run_case(case, oracle, timeout=timeout)
+        verdict = classify(outcome, registry)[0]
+        return verdict, fingerprint(verdict, outcome.functorch.error, outcome.reference.error)
+
+    return run
+
+
+def goal_of(case: Case, oracle: str, run: Runner) -> Goal:
+    """The goal that shrinking ``case`` keeps: its verdict, error fingerprint and essential features."""
+    from .signature import signature
+
+    verdict, fp = run(case)
+    return Goal(verdict, oracle, signature(case, verdict, lambda c: run(c)[0], oracle=oracle).features, fp)

@@ -33,7 +33,7 @@ from .features import ALL_FEATURES, features
 from .findings import Finding, repro_lines, stage, verify_and_publish
 from .forkserver import ForkServer
 from .oracles import MAIN, applicable
-from .reduce import size
+from .reduce import is_subsequence, size, to_skeleton
 from .render import render
 from .shrink import DEFAULT_BUDGET, Goal, Shrinker, fingerprint
 from .signature import Signature, signature, skeleton
@@ -52,6 +52,7 @@ class Bucket:
     status: str = "pending"  # pending -> verified | unverified
     path: Path | None = None
     finding: Finding | None = None
+    goal: Goal | None = None  # what shrinking kept (NOTE [shrinking])
     raw_signatures: int = 1  # distinct pre-shrink signatures that shrank into this bucket
     shrink_seconds: list[float] = field(default_factory=list)
 
@@ -105,6 +106,7 @@ class Campaign:
         self.stats = Stats()
         self.buckets: dict[str, Bucket] = {}
         self._raw: dict[str, str] = {}  # pre-shrink signature id -> bucket id (each is shrunk once)
+        self._quick: dict[tuple[Any, ...], str] = {}  # NOTE [signature memo]
         self._buffer: bytes | None = None  # the bytes the current case was drawn from
         self._on_tick: Callable[[Campaign], None] | None = None
         self.shrinking: str | None = None  # what the shrinker is doing now, for the live view
@@ -165,17 +167,26 @@ class Campaign:
             self._finding(case, verdict, outcome, oracle)
 
     def _finding(self, case: Case, verdict: str, outcome: Outcome, oracle: str) -> None:
-        raw = signature(case, verdict, lambda variant: self.judge(variant, oracle), oracle=oracle)
-        known = self._raw.get(raw.id)
+        fp = fingerprint(verdict, outcome.functorch.error, outcome.reference.error)
+        # NOTE [signature memo]: a finding with the same verdict, oracle, skeleton, feature set and error
+        # fingerprint as one already bucketed is a hit of that bucket without ablating it again; one with
+        # the same pre-shrink signature is a hit without shrinking it again; and one whose bug still shows
+        # (same goal, NOTE [shrinking]) once its stack is cut down to an existing bucket's skeleton is a
+        # hit of that bucket. Ablation (a run per feature) and shrinking are what a campaign spends its
+        # time on, so each is done once per new bug, not once per occurrence.
+        quick = (verdict, oracle, skeleton(case), features(case), fp)
+        known = self._quick.get(quick)
+        if known is None:
+            raw = signature(case, verdict, lambda variant: self.judge(variant, oracle), oracle=oracle)
+            goal = Goal(verdict, oracle, raw.features, fp)
+            known = self._raw.get(raw.id) or self._same_as_bucket(case, goal)
         if known is not None:
+            self._quick[quick] = known
             self.buckets[known].hits += 1
             return
-        goal = Goal(
-            verdict, oracle, raw.features, fingerprint(verdict, outcome.functorch.error, outcome.reference.error)
-        )
         shrunk, shrink_info = self._shrink(case, goal, raw)
         sig = Signature(verdict, oracle, skeleton(shrunk), raw.features)
-        self._raw[raw.id] = sig.id
+        self._raw[raw.id] = self._quick[quick] = sig.id
         if shrunk is not case:
             outcome = run_case(shrunk, oracle, timeout=self.config.case_timeout)
         finding = Finding(
@@ -206,8 +217,19 @@ class Campaign:
             # replaces the published repro once it, too, has been verified.
             finding.cases_to_find, finding.seconds_to_find = bucket.first.cases_to_find, bucket.first.seconds_to_find
         else:
-            bucket = self.buckets[sig.id] = Bucket(sig, finding, shrink_seconds=[shrink_info["seconds"]])
+            bucket = self.buckets[sig.id] = Bucket(sig, finding, goal=goal, shrink_seconds=[shrink_info["seconds"]])
         self._publish(bucket, finding)
+
+    def _same_as_bucket(self, case: Case, goal: Goal) -> str | None:
+        """The id of a bucket whose bug ``case`` shows once its stack is cut to the bucket's skeleton."""
+        for bucket_id, bucket in self.buckets.items():
+            if bucket.goal != goal or not is_subsequence(bucket.signature.skeleton, skeleton(case)):
+                continue
+            cut = to_skeleton(case, bucket.signature.skeleton)
+            shrinker = Shrinker(goal, lambda c: self.evaluate(c, goal.oracle), budget=2 + len(features(case)))
+            if cut is not None and shrinker.same_bug(cut):
+                return bucket_id
+        return None
 
     def _shrink(self, case: Case, goal: Goal, raw: Signature) -> tuple[Case, dict[str, Any]]:
         """NOTE [shrinking]: shrink ``case`` keeping ``goal``; returns the case and what it took."""

@@ -91,6 +91,24 @@ def _with_transforms(case: Case, transforms: tuple[Transform, ...]) -> Case | No
     return fit_values(fixed, case)
 
 
+def is_subsequence(short: tuple[str, ...], long: tuple[str, ...]) -> bool:
+    it = iter(long)
+    return all(name in it for name in short)
+
+
+def to_skeleton(case: Case, names: tuple[str, ...]) -> Case | None:
+    """``case`` with transform levels dropped so its skeleton is ``names`` (the leftmost match is kept);
+    None if ``names`` is not a subsequence of its skeleton or the result is not a valid case."""
+    keep, k = [], 0
+    for t in case.transforms:
+        if k < len(names) and t.name == names[k]:
+            keep.append(t)
+            k += 1
+    if k < len(names):
+        return None
+    return _with_transforms(case, tuple(keep))
+
+
 def _drop_levels(case: Case) -> Iterator[Case | None]:
     t = case.transforms
     for i in range(len(t)):

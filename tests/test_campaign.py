@@ -60,11 +60,11 @@ def _check_finding_dir(d: Path) -> dict:
 def test_planted_vmap_rule_bug_is_found_verified_and_bucketed(tmp_path: Path) -> None:
     strategy = cases(vmap_rules=["custom_wrong"], transforms=["vmap", "grad"], max_depth=2, outer_autograd=False)
     campaign = Campaign(
-        CampaignConfig(out=tmp_path, seed=7, duration=None, max_cases=25, strategy=strategy, shrink_budget=120)
+        CampaignConfig(out=tmp_path, seed=7, duration=None, max_cases=12, strategy=strategy, shrink_budget=120)
     )
     campaign.run()
     summary = campaign.summary()
-    assert summary["cases"] == 25
+    assert summary["cases"] == 12
     assert summary["verdicts"]["value_mismatch"] > 0
     verified = [b for b in summary["buckets"] if b["status"] == "verified"]
     assert verified, summary

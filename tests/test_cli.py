@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -57,8 +58,26 @@ def test_run_refuses_non_empty_out(tmp_path: Path, capsys) -> None:
 def test_render_prints_repro(capsys) -> None:
     assert main(["render", str(DATA / "seed_case.json")]) == 0
     out = capsys.readouterr().out
-    assert "class Fn(torch.autograd.Function):" in out and "def create_graph_mode(x0):" in out
+    assert "class Fn(torch.autograd.Function):" in out and "create_graph = outcome(" in out
     compile(out, "<repro>", "exec")
+    assert main(["render", str(DATA / "seed_case.json"), "--style", "full"]) == 0
+    assert "def create_graph_mode(x0):" in capsys.readouterr().out
+    assert main(["render", str(DATA / "seed_case.json"), "--style", "pytest"]) == 0
+    assert "def test_functorch_agrees_with_create_graph():" in capsys.readouterr().out
+
+
+def test_shrink_writes_a_smaller_repro_and_refuses_a_consistent_case(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "shrunk"
+    assert main(["shrink", str(DATA / "planted_vmap_case.json"), "--oracle", "vmap_vs_loop", "--out", str(out)]) == 0
+    assert {p.name for p in out.iterdir()} == {"case.json", "repro.py", "test_repro.py"}
+    before, after = (int(n) for n in re.search(r"repro (\d+) -> (\d+) lines", capsys.readouterr().out).groups())
+    assert after < before
+    proc = subprocess.run([sys.executable, "repro.py"], capture_output=True, text=True, cwd=out)
+    assert proc.returncode == 1 and "verdict: value_mismatch" in proc.stdout
+    # the planted case is consistent under jacrev_vs_jacfwd: nothing to shrink, one line, exit 2
+    assert main(["shrink", str(DATA / "planted_vmap_case.json"), "--oracle", "jacrev_vs_jacfwd"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "nothing to shrink" in err
 
 
 def test_module_and_console_script_help() -> None:

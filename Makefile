@@ -7,13 +7,17 @@ SEED ?=
 OUT ?= reports/latest
 BIN := $(VENV)/bin
 
-.PHONY: setup fuzz test lint torch-venv clean help
+BENCH_DURATION ?= 120
+OLD_TORCH_PY := .venvs/torch-2.0.1/bin/python
+
+.PHONY: setup fuzz test lint bench torch-venv clean help
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make fuzz                 set up .venv if needed, run a $(DURATION) s campaign, print its summary ($(OUT)/)"
 	@echo "make test                 set up .venv if needed, run the test suite"
 	@echo "make lint                 ruff check + format check"
+	@echo "make bench                shrink time per bucket and repro size ($(BENCH_DURATION) s campaign; also on torch 2.0.1 if .venvs/torch-2.0.1 exists)"
 	@echo "make setup [TORCH=X.Y.Z]  create .venv with torch $(TORCH) and affuzz (editable, dev extra)"
 	@echo "make torch-venv TORCH=X.Y.Z   create .venvs/torch-X.Y.Z (e.g. 2.0.1, the seed's version)"
 
@@ -35,6 +39,11 @@ test: setup
 lint: setup
 	$(BIN)/ruff check fuzzer strategies tests bench
 	$(BIN)/ruff format --check fuzzer strategies tests bench
+
+bench: setup
+	$(BIN)/python bench/shrink_bench.py --duration $(BENCH_DURATION)
+	@if [ -x $(OLD_TORCH_PY) ]; then $(BIN)/python bench/shrink_bench.py --python $(OLD_TORCH_PY) --duration $(BENCH_DURATION); \
+	else echo "(no $(OLD_TORCH_PY): make torch-venv TORCH=2.0.1 to add the seed's torch to the benchmark)"; fi
 
 torch-venv:
 	@test -n "$(TORCH)" || (echo "usage: make torch-venv TORCH=X.Y.Z" >&2; exit 2)

@@ -2,9 +2,10 @@
 
 NOTE [the repro is what runs]
 The fuzzer never evaluates a case any other way: the verdict comes from the rendered script's own
-``check()``, run from the rendered source. A repro file written later is that same source (plus
-comments), so a finding cannot depend on affuzz code that the repro lacks. Before a finding is reported
-the file is additionally run in a fresh interpreter (:mod:`fuzzer.findings`).
+``check()``, run from the rendered source, so a verdict cannot depend on affuzz code that a repro lacks.
+The published ``repro.py`` is the same template ended in the seed's style (NOTE [repro styles] in
+:mod:`fuzzer.render`), and before a finding is reported that file is run in a fresh interpreter and
+must print the same verdict (:mod:`fuzzer.findings`).
 """
 
 from __future__ import annotations

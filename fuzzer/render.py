@@ -1,10 +1,10 @@
-"""Render a case into one standalone repro script (imports torch only). Torch-free.
+"""Render a case into one standalone script (imports torch only). Torch-free.
 
-One template for every case (:func:`render`): the Function, ``f``, ``inputs()``, the create_graph-mode
-helpers the case needs (copied from :mod:`fuzzer.repro_lib`), ``functorch_mode`` and
-``create_graph_mode`` side by side, then ``check()``/``main()``. Run as a script it prints both results
-in the seed's style and exits 1 when they disagree, 0 when they agree. The fuzzer executes exactly this
-source (see NOTE [the repro is what runs] in :mod:`fuzzer.execute`).
+One template for every case (:func:`render`): the Function, ``f``, the inputs, the helpers the stack
+needs (copied from :mod:`fuzzer.repro_lib`), both sides side by side, then the comparison. Three ways
+to end it (NOTE [repro styles]): the ``full`` script the fuzzer executes (see NOTE [the repro is what
+runs] in :mod:`fuzzer.execute`), the published ``repro.py`` in the seed's style, and ``test_repro.py``.
+Each prints or asserts both results and fails (exit 1) while the two sides disagree.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Command line: ``affuzz run``, ``affuzz shrink`` and ``affuzz render``. Only wiring lives here; ``main(argv) -> int``."""
+"""Command line: ``affuzz run``, ``shrink``, ``render``, ``corpus``, ``replay`` and ``bisect``. Only wiring lives here; ``main(argv) -> int``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from . import __version__
 from .oracles import MAIN, ORACLES
@@ -136,6 +136,60 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"case runs to spend (default {DEFAULT_BUDGET})",
     )
     shrink.add_argument("--out", type=Path, metavar="DIR", help="where to write (default: print the repro only)")
+
+    corpus = sub.add_parser(
+        "corpus",
+        help="manage the checked-in corpus of known disagreements",
+        description="The corpus (default: corpus/) holds one directory per bucket: case.json, repro.py, meta.json.",
+    )
+    corpus_sub = corpus.add_subparsers(dest="corpus_command", required=True, parser_class=_Parser)
+    add = corpus_sub.add_parser(
+        "add",
+        help="promote findings into the corpus",
+        description="Add OUT/findings/<id> directories (or whole OUT/findings directories) to the corpus, deduplicated "
+        "by signature; of two repros of one signature the smaller is kept.",
+    )
+    add.add_argument("findings", type=Path, nargs="+", metavar="FINDING_DIR")
+    add.add_argument("--corpus", type=Path, default=Path("corpus"), metavar="DIR", help="default: corpus/")
+    ls = corpus_sub.add_parser("list", help="one line per corpus entry", description="List the corpus entries.")
+    ls.add_argument("paths", type=Path, nargs="*", metavar="PATH", help="default: corpus/")
+
+    replay = sub.add_parser(
+        "replay",
+        help="replay corpus cases under one or more torch versions",
+        description="Replay every case under PATH (corpus directories, entries or case.json files; default corpus/) "
+        "under this interpreter's torch and each --python, and show case x torch version -> verdict, with what "
+        "changed since the entry's recorded status. Exit status: 0 as recorded, 1 when a case regressed or its "
+        "verdict changed, 2 when an entry could not be read (the others still replay).",
+    )
+    replay.add_argument("paths", type=Path, nargs="*", metavar="PATH")
+    replay.add_argument(
+        "--python",
+        action="append",
+        default=[],
+        metavar="PY",
+        help="another interpreter to replay under, e.g. .venvs/torch-2.0.1/bin/python (repeatable); with --python "
+        "given, this interpreter replays too only if it is listed",
+    )
+    replay.add_argument("--json", type=Path, metavar="FILE", help="write one record per case x interpreter")
+    replay.add_argument(
+        "--update", action="store_true", help="record new verdicts and statuses (fixed-in X) in the corpus"
+    )
+    replay.add_argument("--timeout", type=_duration, default=60.0, metavar="SECONDS", help="per case (default 60 s)")
+
+    bisect = sub.add_parser(
+        "bisect",
+        help="find the first torch release where a case's verdict changed",
+        description="Binary-search torch releases for the first one whose verdict for CASE differs from the oldest's. "
+        "Each probed release gets .venvs/torch-X.Y.Z (created once, as by make torch-venv; several GB each).",
+    )
+    bisect.add_argument("case", type=Path, metavar="CASE", help="a corpus entry directory or a case.json")
+    where = bisect.add_mutually_exclusive_group(required=True)
+    where.add_argument("--versions", metavar="V1,V2,...", help="the releases to search, oldest first")
+    where.add_argument("--range", metavar="LOW..HIGH", help="every final release from LOW to HIGH (from pip's index)")
+    bisect.add_argument("--oracle", choices=ORACLES, help="default: the entry's oracle, else " + MAIN)
+    bisect.add_argument("--timeout", type=_duration, default=60.0, metavar="SECONDS", help="per case (default 60 s)")
+    bisect.add_argument("--update", action="store_true", help="record the result as the entry's status (fixed-in X)")
     return p
 
 
@@ -250,10 +304,133 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_corpus(args: argparse.Namespace) -> int:
+    from .corpus import add_findings, load_corpus
+
+    if args.corpus_command == "add":
+        missing = [str(p) for p in args.findings if not p.exists()]
+        if missing:
+            raise UsageError(f"affuzz corpus add: {missing[0]}: no such directory; pass OUT/findings/<id> directories")
+        result = add_findings(args.corpus, args.findings)
+        for e in result.errors:
+            print(f"error: {e}", file=sys.stderr)
+        print(
+            f"{args.corpus}: added {len(result.added)}, replaced with a smaller repro {len(result.replaced)}, "
+            f"already there {len(result.kept)}"
+        )
+        return EXIT_USAGE if result.errors else EXIT_OK
+    entries, errors = load_corpus(args.paths or [Path("corpus")])
+    for e in entries:
+        m = e.meta
+        print(
+            f"{e.id}\t{m.get('status', '-')}\t{m.get('verdict', '-')}\t{m.get('signature', '-')}\t{m.get('upstream') or ''}"
+        )
+    for e in errors:
+        print(f"error: {e}", file=sys.stderr)
+    return EXIT_USAGE if errors else EXIT_OK
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from .corpus import load_corpus
+    from .replay import open_interpreter, replay, update_corpus, write_json
+    from .report import replay_table
+
+    entries, errors = load_corpus(args.paths or [Path("corpus")])
+    for e in errors:
+        print(f"error: {e}", file=sys.stderr)  # one line each, never wrapped
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    interpreters = []
+    try:
+        for py in args.python or [sys.executable]:
+            interpreters.append(open_interpreter(py))
+    except (OSError, TimeoutError, Exception) as e:  # noqa: BLE001 (any failure to start is one line)
+        for i in interpreters:
+            i.close()
+        raise UsageError(f"affuzz replay: cannot start a replay worker with --python {py}: {e}") from None
+    try:
+        with console.status("replaying") as status:
+
+            def progress(r: Any) -> None:
+                status.update(f"replaying: torch {r.torch_version}, {r.entry.id}: {r.verdict}")
+
+            results = replay(entries, interpreters, timeout=args.timeout, on_result=progress)
+    finally:
+        for i in interpreters:
+            i.close()
+    versions = list(dict.fromkeys(i.torch_version for i in interpreters))
+    console.print(replay_table(results, versions))
+    changed = [r for r in results if r.change and r.change != "new"]
+    console.print(
+        f"{len(entries)} cases x {len(versions)} torch versions; "
+        + (
+            ", ".join(f"{c} {sum(r.change == c for r in changed)}" for c in dict.fromkeys(r.change for r in changed))
+            or "all as recorded"
+        )
+        + (f"; {len(errors)} entries could not be read" if errors else ""),
+        highlight=False,
+    )
+    if args.json:
+        write_json(args.json, results, errors)
+    if args.update:
+        for line in update_corpus(results):
+            console.print(f"recorded: {line}", highlight=False)
+    if errors:
+        return EXIT_USAGE
+    if args.update:
+        return EXIT_FINDINGS if any(r.change in ("regressed", "crash", "hang") for r in results) else EXIT_OK
+    return EXIT_FINDINGS if changed else EXIT_OK
+
+
+def _cmd_bisect(args: argparse.Namespace) -> int:
+    from .bisect import BisectError, bisect, evaluator, released_versions
+    from .corpus import CorpusError, load_entry, update_meta
+
+    try:
+        entry = load_entry(args.case)
+    except CorpusError as e:
+        raise UsageError(f"{e}; fix the file or pass another case") from None
+    try:
+        if args.versions:
+            versions = [v.strip() for v in args.versions.split(",") if v.strip()]
+            bad = [v for v in versions if not re.fullmatch(r"\d+\.\d+\.\d+", v)]
+            if bad:
+                raise UsageError(f"affuzz bisect: --versions: {bad[0]!r} is not a release like 2.1.0")
+        else:
+            low, sep, high = args.range.partition("..")
+            if not sep or not re.fullmatch(r"\d+\.\d+\.\d+", low) or not re.fullmatch(r"\d+\.\d+\.\d+", high):
+                raise UsageError(f"affuzz bisect: --range {args.range!r}: use LOW..HIGH, e.g. 2.0.1..2.13.0")
+            versions = released_versions(low, high)
+        if any(v.startswith(("0.", "1.")) for v in versions):
+            raise UsageError("affuzz bisect: affuzz supports torch >= 2.0")
+        oracle = args.oracle or entry.oracle
+        print(f"bisecting {entry.id} ({oracle}) over {len(versions)} releases: {', '.join(versions)}", flush=True)
+        result = bisect(
+            versions, evaluator(entry.case, oracle, timeout=args.timeout), log=lambda s: print(s, flush=True)
+        )
+    except BisectError as e:
+        raise UsageError(f"affuzz bisect: {e}") from None
+    print(result.summary())
+    if args.update and entry.meta and result.first_changed is not None:
+        if result.verdicts[result.first_changed] == "consistent":
+            update_meta(entry, status=f"fixed-in {result.first_changed}")
+            print(f"recorded: {entry.id}: status fixed-in {result.first_changed}")
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        return {"run": _cmd_run, "render": _cmd_render, "shrink": _cmd_shrink}[args.command](args)
+        commands = {
+            "run": _cmd_run,
+            "render": _cmd_render,
+            "shrink": _cmd_shrink,
+            "corpus": _cmd_corpus,
+            "replay": _cmd_replay,
+            "bisect": _cmd_bisect,
+        }
+        return commands[args.command](args)
     except UsageError as e:
         print(
             f"error: {e}" if not str(e).startswith("affuzz") else str(e).replace(": ", ": error: ", 1), file=sys.stderr

@@ -200,3 +200,43 @@ def report_markdown(summary: dict[str, Any]) -> str:
 def write_report(out: Path, summary: dict[str, Any]) -> None:
     atomic_write_json(out / "summary.json", summary)
     atomic_write_text(out / "report.md", report_markdown(summary))
+
+
+CHANGE_STYLE = {
+    "fixed": "bold green",
+    "regressed": "bold red",
+    "new_error": "yellow",
+    "changed": "yellow",
+    "crash": "bold magenta",
+    "hang": "bold magenta",
+    "new": "cyan",
+}
+
+
+def replay_table(results: list[Any], versions: list[str]) -> Table:
+    """Case x torch version -> verdict; a cell that differs from the corpus record is highlighted and
+    names the change (fixed, regressed, new_error, changed, crash, hang)."""
+    t = Table(title="affuzz replay", show_lines=False)
+    t.add_column("case")
+    t.add_column("recorded")
+    for v in versions:
+        t.add_column(f"torch {v}")
+    rows: dict[str, dict[str, Any]] = {}
+    recorded_of: dict[str, str] = {}
+    for r in results:
+        key = r.entry.id
+        rows.setdefault(key, {})[r.torch_version] = r
+        meta = r.entry.meta
+        recorded_of[key] = f"{meta.get('verdict', '-')} ({r.entry.status})" if meta else "-"
+    for key, by_version in rows.items():
+        cells = []
+        for v in versions:
+            r = by_version.get(v)
+            if r is None:
+                cells.append(Text("-"))
+            elif r.change:
+                cells.append(Text(f"{r.verdict} [{r.change}]", style=CHANGE_STYLE.get(r.change, "")))
+            else:
+                cells.append(Text(r.verdict))
+        t.add_row(key, recorded_of[key], *cells)
+    return t

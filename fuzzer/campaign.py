@@ -343,6 +343,16 @@ class Campaign:
 
     # ------------------------------------------------------------------------------------ results
 
+    def _shrink_stats(self) -> dict[str, Any]:
+        seconds = sorted(t for b in self.buckets.values() for t in b.shrink_seconds)
+        return {
+            "budget": self.config.shrink_budget,
+            "shrinks": len(seconds),
+            "seconds_total": round(sum(seconds), 3),
+            "seconds_median": seconds[len(seconds) // 2] if seconds else None,
+            "seconds_max": seconds[-1] if seconds else None,
+        }
+
     def summary(self) -> dict[str, Any]:
         s = self.stats
         elapsed = getattr(self, "elapsed", s.elapsed)
@@ -360,6 +370,7 @@ class Campaign:
             "internal_errors": s.internal_errors,
             "float32_noise": s.float32_noise,
             "metamorphic_verdicts": {o: dict(c) for o, c in s.metamorphic.items()},
+            "shrink": self._shrink_stats(),
             "feature_counts": {t: s.feature_counts.get(t, 0) for t in ALL_FEATURES},
             "transform_counts": {t: s.transform_counts.get(t, 0) for t in TRANSFORMS},
             "buckets": [

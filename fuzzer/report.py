@@ -147,6 +147,13 @@ def report_markdown(summary: dict[str, Any]) -> str:
         f"- torch {summary['torch_version']}, Python {summary['python_version']}, seed {summary['seed']}",
         f"- {summary['cases']} cases in {summary['elapsed_seconds']:.1f} s ({summary['cases_per_second']} cases/s)",
         f"- internal errors: {summary['internal_errors']}",
+        "- shrinking: "
+        + (
+            "{shrinks} shrinks, {seconds_total} s in all, median {seconds_median} s, max {seconds_max} s"
+            " (budget {budget} runs each)".format(**summary["shrink"])
+            if summary.get("shrink", {}).get("shrinks")
+            else "nothing shrunk"
+        ),
         "",
         "## Verdicts",
         "",

@@ -15,7 +15,9 @@ Two stages, both deterministic (the same finding and budget give the same result
 error message, digits ignored) on each side for error verdicts, and the same *essential* features
 (NOTE [signatures]): every essential feature is still there and still essential, and no other feature
 has become essential. So a step may drop a transform level, but can never trade the bug for another
-one that happens to share its verdict. The bucket's signature is taken from the shrunk case: its
+one that happens to share its verdict. Every step is checked for all of it but the last clause, which
+costs a run per feature of the case; that one is checked on the result, and if it fails there the
+walk backs up to the newest accepted case that passes it and goes on from there checking everything. The bucket's signature is taken from the shrunk case: its
 transform skeleton is the smallest stack that still shows the bug, which is what collapses the many
 stacks a campaign finds one bug under into one bucket.
 
@@ -45,7 +47,7 @@ DEFAULT_BUDGET = 400
 #: Runs stage 1 may spend at most. The IR reductions are targeted at this IR and do most of the work
 #: (measured on torch 2.0.1 findings: Hypothesis used its whole share on almost every finding, for a
 #: fraction of the reduction), so they get the rest of the budget.
-HYPOTHESIS_RUNS = 60
+HYPOTHESIS_RUNS = 30
 
 
 def fingerprint(verdict: str, functorch_error: str | None, reference_error: str | None) -> str:
@@ -107,7 +109,7 @@ class Shrinker:
         self.progress = progress
         self.runs = 0
         self._cache: dict[Case, tuple[str, str]] = {}
-        self._same: dict[Case, bool] = {}
+        self._same: dict[tuple[Case, bool], bool] = {}
         self.stage = "check"
         self.best: Case | None = None
         self._limit = budget  # runs allowed until the end of the current stage
@@ -123,27 +125,28 @@ class Shrinker:
                 self.progress(self.stage, self.runs, self.best)
         return hit
 
-    def same_bug(self, case: Case) -> bool:
-        """True when ``case`` shows the goal's bug (see NOTE [shrinking]); False past the budget."""
-        known = self._same.get(case)
+    def same_bug(self, case: Case, *, full: bool = True) -> bool:
+        """True when ``case`` shows the goal's bug (see NOTE [shrinking]); False past the budget. Without
+        ``full``, other features becoming essential is not checked."""
+        key = (case, full)
+        known = self._same.get(key)
         if known is not None:
             return known
         try:
-            result = self._check(case)
+            result = self._check(case, full)
         except _OutOfBudget:
             return False
-        self._same[case] = result
+        self._same[key] = result
         return result
 
-    def _check(self, case: Case) -> bool:
+    def _check(self, case: Case, full: bool) -> bool:
         g = self.goal
         if self._outcome(case) != (g.verdict, g.fingerprint):
             return False
         tags = features(case)
         if not set(g.features) <= set(tags):
             return False
-        # essential ones first: they are the likeliest to fail
-        for tag in sorted(tags, key=lambda t: t not in g.features):
+        for tag in g.features if not full else sorted(tags, key=lambda t: t not in g.features):
             variant = without(case, tag)
             agrees = variant is not None and self._outcome(variant)[0] == "consistent"
             if agrees != (tag in g.features):
@@ -169,7 +172,7 @@ class Shrinker:
         @seed(0)
         @given(strategy)
         def test(case: Case) -> None:
-            if self.same_bug(case):
+            if self.same_bug(case, full=False):
                 if self.best is None or size(case) < size(self.best):
                     self.best = case
                 found.append(case)
@@ -189,8 +192,11 @@ class Shrinker:
             self._limit = self.budget
         return min(found, key=size)
 
-    def reduce_stage(self, case: Case, steps: list[str]) -> Case:
-        """Stage 2: IR reductions to a fixed point (or until the budget is spent)."""
+    def reduce_stage(
+        self, case: Case, steps: list[str], *, full: bool = False, chain: list[Case] | None = None
+    ) -> Case:
+        """Stage 2: IR reductions to a fixed point (or until the budget is spent). Accepted cases are
+        appended to ``chain``."""
         self.stage = "reduce"
         self._limit = self.budget
         self.best = case
@@ -198,14 +204,31 @@ class Shrinker:
         while progress and self.runs < self.budget:
             progress = False
             for name, candidate in candidates(case):
-                if self.same_bug(candidate):
+                if self.same_bug(candidate, full=full):
                     case = self.best = candidate
                     steps.append(name)
+                    if chain is not None:
+                        chain.append(case)
                     progress = True
                     break
                 if self.runs >= self.budget:
                     break
         return case
+
+    def _confirm(self, chain: list[Case], steps: list[str]) -> Case:
+        """The newest case of ``chain`` (oldest first; ``chain[0]`` is the original, correct by
+        definition) that passes the full check; if that is not the last one, the walk goes on from it
+        with full checks. The final check may spend a little past the budget (a run per feature)."""
+        self.stage = "confirm"
+        for i in range(len(chain) - 1, 0, -1):
+            self._limit = self.runs + len(features(chain[i])) + 1
+            if self.same_bug(chain[i], full=True):
+                if i == len(chain) - 1:
+                    return chain[i]
+                del steps[i:]
+                return self.reduce_stage(chain[i], steps, full=True)
+        del steps[:]
+        return self.reduce_stage(chain[0], steps, full=True)
 
     def shrink(
         self, case: Case, *, strategy: st.SearchStrategy[Case] | None = None, buffer: bytes | None = None
@@ -213,13 +236,15 @@ class Shrinker:
         start = time.monotonic()
         self.best = case
         steps: list[str] = []
-        current = case
+        chain = [case]
+        self._same[(case, True)] = True  # the goal was taken from it
         if strategy is not None and buffer is not None:
             smaller = self.hypothesis_stage(strategy, buffer)
-            if smaller is not None and size(smaller) < size(current):
-                current = smaller
+            if smaller is not None and size(smaller) < size(case):
+                chain.append(smaller)
                 steps.append("hypothesis")
-        current = self.reduce_stage(current, steps)
+        self.reduce_stage(chain[-1], steps, chain=chain)
+        current = self._confirm(chain, steps)
         return ShrinkResult(
             case=current,
             original=case,

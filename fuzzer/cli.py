@@ -106,6 +106,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help=f"case runs one shrink may spend on a new finding; 0 publishes findings unshrunk (default {DEFAULT_BUDGET})",
     )
+    run.add_argument(
+        "--shrink-in-process",
+        action="store_true",
+        help="shrink new findings in the fuzzing process (repeatable bucket for bucket, slower) instead of a worker "
+        "process that shrinks while fuzzing goes on",
+    )
+    run.add_argument(
+        "--shrink-grace",
+        type=_duration,
+        default=60.0,
+        metavar="SECONDS",
+        help="at the end, wait this long for queued shrinks; the rest are published unshrunk (default 60 s)",
+    )
     render = sub.add_parser(
         "render",
         help="print the standalone repro script of a case",
@@ -285,6 +298,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 max_cases=args.max_cases,
                 case_timeout=args.timeout,
                 shrink_budget=args.shrink_budget,
+                shrink_workers=0 if args.shrink_in_process else 1,
+                shrink_grace=args.shrink_grace,
+                strategy_kwargs={},
             )
         )
     except RegistryError as e:

@@ -120,3 +120,35 @@ def test_float32_disagreement_that_persists_in_float64_is_reported(tmp_path: Pat
     d = tmp_path / summary["buckets"][0]["path"]
     drawn = json.loads((d / "original.json" if (d / "original.json").exists() else d / "case.json").read_text())
     assert drawn["inputs"]["dtype"] == "float32"
+
+
+def test_background_shrinking_survives_a_killed_worker(tmp_path: Path) -> None:
+    """NOTE [background shrinking]: findings shrink in a worker process; when that process dies mid-shrink
+    (killed here, as a segfaulting candidate would kill it), the finding is published unshrunk, a fresh
+    worker takes the next one, and every finding is still counted."""
+    import os
+    import signal
+
+    kwargs = {"vmap_rules": ["custom_wrong"], "transforms": ["vmap", "grad"], "max_depth": 2, "outer_autograd": False}
+    config = CampaignConfig(
+        out=tmp_path, seed=7, duration=None, max_cases=10, shrink_workers=1, shrink_budget=80, strategy_kwargs=kwargs
+    )
+    campaign = Campaign(config)
+    killed: list[int] = []
+
+    def tick(c: Campaign) -> None:
+        pool = c._shrink_pool
+        if not killed and c._inflight is not None and pool is not None and pool._processes:
+            pid = next(iter(pool._processes))
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    campaign.run(on_tick=tick, tick_seconds=0.0)
+    summary = campaign.summary()
+    assert killed and summary["shrink"]["worker_crashes"] == 1
+    assert sum(b["hits"] for b in summary["buckets"]) == _finding_checks(summary)
+    shrunk = [b for b in summary["buckets"] if b["status"] == "verified" and b["shrink_seconds"][0] > 0]
+    assert shrunk, summary["buckets"]  # shrinks after the crash went on in a fresh worker
+    for b in summary["buckets"]:
+        assert b["status"] == "verified"
+        _check_finding_dir(tmp_path / b["path"])

@@ -56,8 +56,14 @@ def ensure(torch_version: str, root: Path = ROOT, *, quiet: bool = False) -> Pat
         return python_of(env)
     venv.EnvBuilder(with_pip=True, clear=False).create(env)
     pip = [str(python_of(env)), "-m", "pip", "install", "--disable-pip-version-check"] + (["-q"] if quiet else [])
-    subprocess.run([*pip, f"torch=={torch_version}", numpy_requirement(torch_version)], check=True)
-    subprocess.run([*pip, "-e", str(root)], check=True)
+    for args in ([f"torch=={torch_version}", numpy_requirement(torch_version)], ["-e", str(root)]):
+        # quiet: pip's output (warnings included) is shown only if it fails
+        proc = subprocess.run([*pip, *args], capture_output=quiet, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(
+                f"torchenv: error: pip install {' '.join(args)} into {env} failed (exit {proc.returncode})"
+                + (f":\n{(proc.stdout + proc.stderr)[-2000:]}" if quiet else "")
+            )
     print(f"{env}: torch {installed_torch(env)} ready; run {env}/bin/affuzz run ...")
     return python_of(env)
 

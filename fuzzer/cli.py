@@ -350,7 +350,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from .corpus import load_corpus
-    from .replay import open_interpreter, replay, update_corpus, write_json
+    from .replay import INFORMATIONAL, open_interpreter, replay, update_corpus, write_json
     from .report import replay_table
 
     entries, errors = load_corpus(args.paths or [Path("corpus")])
@@ -377,11 +377,12 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             i.close()
     versions = list(dict.fromkeys(i.torch_version for i in interpreters))
     console.print(replay_table(results, versions))
-    changed = [r for r in results if r.change and r.change != "new"]
+    changed = [r for r in results if r.change and r.change not in INFORMATIONAL]
+    noted = [r for r in results if r.change]
     console.print(
         f"{len(entries)} cases x {len(versions)} torch versions; "
         + (
-            ", ".join(f"{c} {sum(r.change == c for r in changed)}" for c in dict.fromkeys(r.change for r in changed))
+            ", ".join(f"{c} {sum(r.change == c for r in noted)}" for c in dict.fromkeys(r.change for r in noted))
             or "all as recorded"
         )
         + (f"; {len(errors)} entries could not be read" if errors else ""),

@@ -15,6 +15,8 @@ changed    another verdict than recorded
 crash      the worker died on this case (segfault, abort, exit); a fresh worker replays the rest
 hang       no answer within the time limit; the worker is killed and replaced
 new        nothing recorded for this entry (a bare case file)
+absent     consistent on a release older than the one the bug was first seen on (introduced later)
+earlier    another verdict on such an older release (``absent`` and ``earlier`` are news, not failures)
 ========== =====================================================================================
 """
 
@@ -32,12 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from .case import Case, case_to_json
-from .corpus import Entry, recorded, version_tuple
+from .corpus import Entry, history_verdict, recorded, version_tuple
 from .replay_worker import PREFIX
 
 ROOT = Path(__file__).resolve().parent.parent
 ERROR_VERDICTS = ("error_functorch_only", "error_reference_only", "different_errors")
-CHANGES = ("fixed", "regressed", "new_error", "changed", "crash", "hang", "new")
+CHANGES = ("fixed", "regressed", "new_error", "changed", "crash", "hang", "new", "absent", "earlier")
+#: Changes that are news but not a failure: nothing recorded says otherwise.
+INFORMATIONAL = ("new", "absent", "earlier")
 
 
 @dataclass
@@ -68,6 +72,10 @@ def change_of(entry: Entry, torch_version: str, verdict: str) -> str:
     if verdict in ("crash", "hang"):
         return verdict
     expected = entry.expected_verdict(torch_version)
+    first = str((entry.meta.get("first_seen") or {}).get("torch_version") or "")
+    if first and version_tuple(torch_version) < version_tuple(first) and verdict != expected:
+        if history_verdict(entry.meta, torch_version) is None:  # nothing known about this older release
+            return "absent" if verdict == "consistent" else "earlier"
     if expected is None:
         return "new" if verdict not in ("consistent", "expected") else ""
     if verdict == expected:
@@ -231,6 +239,10 @@ def update_corpus(results: list[ReplayResult]) -> list[str]:
         entry = rs[0].entry
         for r in sorted(rs, key=lambda r: version_tuple(r.torch_version)):
             if r.change in ("", "new", "crash", "hang"):
+                continue
+            if r.change in ("absent", "earlier"):
+                recorded(entry, r.torch_version, r.verdict)  # the next replay of this release is exact
+                lines.append(f"{entry.id}: torch {r.torch_version}: {r.verdict} (before it was first seen)")
                 continue
             status = None
             if r.change == "fixed" and not entry.status.startswith("fixed-in"):

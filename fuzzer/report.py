@@ -217,6 +217,8 @@ CHANGE_STYLE = {
     "crash": "bold magenta",
     "hang": "bold magenta",
     "new": "cyan",
+    "absent": "cyan",
+    "earlier": "cyan",
 }
 
 

@@ -96,9 +96,10 @@ class WorkerCrashed(Exception):
 class Worker:
     """A replay worker under ``python`` (NOTE [replay workers]); restarted after a crash or a hang."""
 
-    def __init__(self, python: str, *, start_timeout: float = 300.0) -> None:
+    def __init__(self, python: str, *, start_timeout: float = 300.0, hang_grace: float = 30.0) -> None:
         self.python = python
         self.start_timeout = start_timeout
+        self.hang_grace = hang_grace  # beyond twice the case timeout (the worker's own limit), for start-up
         self.torch_version = "?"
         self.restarts = 0
         self._proc: subprocess.Popen[str] | None = None
@@ -148,10 +149,10 @@ class Worker:
         try:
             self._proc.stdin.write(request + "\n")
             self._proc.stdin.flush()
-            reply = self._reply(2 * timeout + 30)
+            reply = self._reply(2 * timeout + self.hang_grace)
         except TimeoutError:
             self._restart()
-            return "hang", f"no answer within {2 * timeout + 30:.0f} s"
+            return "hang", f"no answer within {2 * timeout + self.hang_grace:.0f} s"
         except (WorkerCrashed, BrokenPipeError) as e:
             self._restart()
             return "crash", str(e) if isinstance(e, WorkerCrashed) else "worker exited"

@@ -118,7 +118,7 @@ def test_change_classification(planted_case: Case, tmp_path: Path) -> None:
 
 def test_worker_matches_in_process_and_survives_crash_and_hang(planted_case: Case, seed_case: Case) -> None:
     here = InProcess()
-    worker = Worker(sys.executable)
+    worker = Worker(sys.executable, hang_grace=1.0)
     try:
         assert worker.torch_version == torch.__version__
         for case, oracle in ((planted_case, "vmap_vs_loop"), (seed_case, "functorch_vs_create_graph")):

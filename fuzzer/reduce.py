@@ -61,7 +61,8 @@ def size(case: Case) -> tuple[int, ...]:
         sum(TRANSFORM_RANK.get(x.name, 5) for x in t),
         sum(OP_RANK[n.op] + (n.exponent - 2 if n.op == "pow" else 0) for n in fn.nodes),
         sum(1 for x in t if x.argnums not in (0, ()) or x.out_dims or any(d != 0 for d in x.in_dims)),
-        int(case.inputs.dtype != "float64") + int(case.f.combine == "sum") + len(case.f.inplace),
+        int(case.inputs.dtype != "float64") + int(case.f.combine == "sum") + len(case.f.inplace) + len(case.f.uses),
+        int(fn.vmap_rule != "none"),
         sum(_value_cost(v) for vs in case.inputs.values for v in vs),
     )
 
@@ -299,6 +300,8 @@ def _simpler_values(case: Case) -> Iterator[Case | None]:
 def _drop_features(case: Case) -> Iterator[Case | None]:
     for tag in features(case):
         yield without(case, tag)
+    if case.function.vmap_rule != "none":  # no vmap rule at all (ablation only swaps one rule for the other)
+        yield _finish(replace(case, function=replace(case.function, vmap_rule="none")))
 
 
 def _drop_outputs(case: Case) -> Iterator[Case | None]:

@@ -233,6 +233,19 @@ def _simpler_ops(case: Case) -> Iterator[Case | None]:
             yield _finish(replace(case, function=replace(fn, nodes=nodes)))
 
 
+def _drop_scalars(case: Case) -> Iterator[Case | None]:
+    """Non-tensor inputs no node reads."""
+    fn = case.function
+    for i in range(len(fn.scalars) - 1, -1, -1):
+        if any(n.op in ("scale", "shift") and n.scalar == i for n in fn.nodes):
+            continue
+        nodes = tuple(
+            replace(n, scalar=n.scalar - 1) if n.op in ("scale", "shift") and n.scalar > i else n for n in fn.nodes
+        )
+        scalars = fn.scalars[:i] + fn.scalars[i + 1 :]
+        yield _finish(replace(case, function=replace(fn, nodes=nodes, scalars=scalars)))
+
+
 def _drop_saved(case: Case) -> Iterator[Case | None]:
     fn = case.function
     for r in fn.saved:
@@ -316,6 +329,7 @@ PASSES: tuple[Callable[[Case], Iterator[Case | None]], ...] = (
     _drop_outputs,
     _drop_nodes,
     _drop_features,
+    _drop_scalars,
     _drop_saved,
     _simpler_f,
     _simpler_levels,

@@ -1,6 +1,6 @@
 """Shrinking benchmark: time per bucket and repro size, beside the seed's hand-minimized script.
 
-Runs one campaign (``affuzz run --duration D --seed S``) under an interpreter, then reads its
+Runs one campaign (``affuzz run --duration D --seed S --shrink-in-process``) under an interpreter, then reads its
 ``summary.json`` and every ``findings/*/finding.json``: shrink seconds and case runs per bucket, and
 the non-blank lines of each published repro before and after shrinking. The reference is the repro a
 maintainer minimized by hand in ../shared/seed/ (its code, non-blank lines). Also shrinks the seed case
@@ -56,13 +56,26 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     python = os.path.abspath(args.python)  # not resolve(): a venv's python is a symlink
     shutil.rmtree(args.out, ignore_errors=True)
-    cmd = [python, "-m", "fuzzer", "run", "--duration", str(args.duration), "--seed", str(args.seed)]
+    # in process: every bucket is shrunk before fuzzing goes on, so each one has a shrink time
+    cmd = [
+        python,
+        "-m",
+        "fuzzer",
+        "run",
+        "--duration",
+        str(args.duration),
+        "--seed",
+        str(args.seed),
+        "--shrink-in-process",
+    ]
     subprocess.run([*cmd, "--out", str(args.out)], check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
     summary = json.loads((args.out / "summary.json").read_text())
     seconds, runs, before, after = [], [], [], []
     for d in sorted((args.out / "findings").glob("*/")):
         record = json.loads((d / "finding.json").read_text())
         shrink = record.get("shrink") or {}
+        if "skipped" in shrink:
+            continue
         seconds.append(shrink.get("seconds", 0.0))
         runs.append(shrink.get("runs", 0))
         before.append(shrink.get("lines_before", 0))

@@ -385,7 +385,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             ", ".join(f"{c} {sum(r.change == c for r in noted)}" for c in dict.fromkeys(r.change for r in noted))
             or "all as recorded"
         )
-        + (f"; {len(errors)} entries could not be read" if errors else ""),
+        + (f"; {len(errors)} {'entry' if len(errors) == 1 else 'entries'} could not be read" if errors else ""),
         highlight=False,
     )
     if args.json:

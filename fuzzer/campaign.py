@@ -392,6 +392,7 @@ class Campaign:
         """Bucket a shrunk finding (NOTE [shrinking]) and publish it (or count it as a hit)."""
         self._jobs.pop(job.raw.id, None)
         raw, goal, case, outcome = job.raw, job.goal, job.case, job.outcome
+        shrink_info["raw_signature"] = raw.text
         verdict, oracle = goal.verdict, goal.oracle
         sig = Signature(verdict, oracle, skeleton(shrunk), raw.features)
         for key, value in list(self._quick.items()):

@@ -17,7 +17,8 @@ help:
 	@echo "make fuzz                 set up .venv if needed, run a $(DURATION) s campaign, print its summary ($(OUT)/)"
 	@echo "make test                 set up .venv if needed, run the test suite"
 	@echo "make lint                 ruff check + format check"
-	@echo "make bench                shrink time per bucket and repro size ($(BENCH_DURATION) s campaign; also on torch 2.0.1 if .venvs/torch-2.0.1 exists)"
+	@echo "make bench                campaign throughput (overhead over bare torch, cases/s per core, 2-worker speed-up, RSS, profile),"
+	@echo "                          then shrink time per bucket and repro size (also on torch 2.0.1 if .venvs/torch-2.0.1 exists)"
 	@echo "make setup [TORCH=X.Y.Z]  create .venv with torch $(TORCH) and affuzz (editable, dev extra)"
 	@echo "make torch-venv TORCH=X.Y.Z   create .venvs/torch-X.Y.Z (e.g. 2.0.1, the seed's version)"
 
@@ -41,6 +42,7 @@ lint: setup
 	$(BIN)/ruff format --check fuzzer strategies tests bench
 
 bench: setup
+	$(BIN)/python bench/scale_bench.py --duration $(BENCH_DURATION)
 	$(BIN)/python bench/shrink_bench.py --duration $(BENCH_DURATION)
 	@if [ -x $(OLD_TORCH_PY) ]; then $(BIN)/python bench/shrink_bench.py --python $(OLD_TORCH_PY) --duration $(BENCH_DURATION); \
 	else echo "(no $(OLD_TORCH_PY): make torch-venv TORCH=2.0.1 to add the seed's torch to the benchmark)"; fi

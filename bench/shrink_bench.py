@@ -1,6 +1,6 @@
 """Shrinking benchmark: time per bucket and repro size, beside the seed's hand-minimized script.
 
-Runs one campaign (``affuzz run --duration D --seed S --shrink-in-process``) under an interpreter, then reads its
+Runs one campaign (``affuzz run --duration D --seed S --workers 0``) under an interpreter, then reads its
 ``summary.json`` and every ``findings/*/finding.json``: shrink seconds and case runs per bucket, and
 the non-blank lines of each published repro before and after shrinking. The reference is the repro a
 maintainer minimized by hand in ../shared/seed/ (its code, non-blank lines). Also shrinks the seed case
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     python = os.path.abspath(args.python)  # not resolve(): a venv's python is a symlink
     shutil.rmtree(args.out, ignore_errors=True)
-    # in process: every bucket is shrunk before fuzzing goes on, so each one has a shrink time
+    # in process, with no limit on the final grace: every bucket is shrunk, so each one has a shrink time
     cmd = [
         python,
         "-m",
@@ -66,7 +66,10 @@ def main(argv: list[str] | None = None) -> int:
         str(args.duration),
         "--seed",
         str(args.seed),
-        "--shrink-in-process",
+        "--workers",
+        "0",
+        "--shrink-grace",
+        "100000",
     ]
     subprocess.run([*cmd, "--out", str(args.out)], check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
     summary = json.loads((args.out / "summary.json").read_text())

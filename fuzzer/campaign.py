@@ -1,57 +1,99 @@
-"""A fuzzing campaign: draw cases, run both modes, classify, bucket, verify, report.
+"""A fuzzing campaign: the driver. Workers draw and run cases (:mod:`fuzzer.worker`); the driver counts,
+buckets, hands out shrink jobs, verifies, and is the only writer of OUT.
 
 NOTE [driving Hypothesis]
 Cases come from :func:`strategies.cases` through Hypothesis's public fuzzing entry point,
-``test.hypothesis.fuzz_one_input(buffer)``: each case is decoded from a buffer of bytes drawn from
-``random.Random(seed)``. So ``--seed`` makes a run repeat exactly (the same cases in the same order),
-strategies keep their simplest-first ordering for later shrinking, and nothing here depends on Hypothesis
-internals. The test body never raises (internal errors are logged and counted), so Hypothesis's example
-database is never written during a campaign.
+``test.hypothesis.fuzz_one_input(buffer)``: each case is decoded from a buffer of bytes named by the
+campaign seed, the worker slot and a position (NOTE [worker streams] in :mod:`fuzzer.worker`). So
+``--seed`` makes a worker's run repeat exactly, strategies keep their simplest-first ordering for later
+shrinking, and nothing here depends on Hypothesis internals. The test body never raises (internal
+errors are logged and counted), so Hypothesis's example database is never written during fuzzing.
 
-NOTE [background shrinking]
-Shrinking a new finding costs tens to hundreds of case runs (NOTE [shrinking]); on a torch with many
-bugs it would take most of a campaign's time. With ``shrink_workers=1`` (``affuzz run`` does this)
-new findings are queued for a worker process that shrinks them while the fuzz loop goes on;
-value_mismatch findings (silently wrong results) are shrunk first. A finding is bucketed and published
-when its shrink comes back; its repeats meanwhile count as hits of the queued job (NOTE [signature
-memo]). When the loop ends, the queue gets ``shrink_grace`` seconds; what is left is published
-unshrunk, still verified, with ``"skipped"`` in its ``shrink`` record. The cases drawn and their
-verdicts do not depend on this; which repeats are merged by ``_same_as_bucket`` can (it only consults
-buckets already shrunk), so tests that compare whole campaigns shrink in process.
+NOTE [campaign driver]
+The driver keeps every worker busy with one command at a time (NOTE [worker protocol]): a shrink job
+when one is queued (silent wrong results, value_mismatch, first; at most half the workers at once, and
+never twice in a row on one worker), else a slice of about ``slice_seconds`` of cases from the worker's
+stream. Shrinking thus runs on the same cores as fuzzing
+and under the same isolation. A new finding becomes a job; its repeats meanwhile count as hits of the
+queued job (NOTE [signature memo]); the job's answer is either "an existing bucket already shows this
+bug" or a shrunk case, which is bucketed and published (staged, then verified in a fresh process on the
+verification thread). When a worker dies, the driver records a ``crash`` (or, when it went silent past
+the hang limit and was killed, a ``hang``) finding with the case it was running, starts a new worker
+in its slot and re-runs the lost command's positions without that case. Workers are recycled after
+``recycle_cases`` cases or above ``max_rss_mb``. When the campaign ends (duration, case limit, SIGINT
+or SIGTERM; a second signal cuts the grace short), queued jobs get ``shrink_grace`` seconds; the rest
+are published unshrunk, still verified, with ``"skipped"`` in their ``shrink`` record.
+
+With ``workers=0`` everything runs in this process, one case per command, each job right after the case
+that found it: the cases, verdicts and buckets of a seed repeat exactly (tests rely on it).
+
+NOTE [campaign files]
+Under OUT the driver writes ``findings/<bucket>/`` (and ``unverified/``), ``stats.json`` (rewritten
+atomically every ``stats_interval`` seconds: the numbers the live view shows), ``events.jsonl``
+(append-only, one JSON object a line: ``start``, ``stop``, ``new_bucket``, ``crash``, ``hang``,
+``worker_restart``), ``state.json`` (NOTE [resume] in :mod:`fuzzer.state`), ``internal-errors.log``,
+``hypothesis/`` (NOTE [hypothesis settings]) and, at the end, ``summary.json`` and ``report.md``.
 """
 
 from __future__ import annotations
 
-import multiprocessing
-import random
+import json
+import os
+import shutil
 import signal
 import sys
 import time
 import traceback
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field, replace
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from .case import TRANSFORMS, Case, case_from_json, case_to_json
-from .compare import ALL_VERDICTS, FINDING_VERDICTS, Limitation, classify, load_registry
-from .execute import Outcome, run_case, triage_source
+from .compare import ALL_VERDICTS, Limitation, load_registry
+from .coverage import Coverage
+from .execute import Outcome, Side
 from .features import ALL_FEATURES, features
 from .findings import Finding, repro_lines, stage, verify_and_publish
 from .forkserver import ForkServer
-from .oracles import MAIN, applicable
-from .reduce import is_subsequence, size, to_skeleton
-from .render import render
-from .shrink import DEFAULT_BUDGET, Goal, Shrinker, ShrinkResult, case_runner, fingerprint
-from .signature import Signature, signature, skeleton
+from .fsutil import atomic_write_json
+from .oracles import MAIN
+from .reduce import size
+from .shrink import DEFAULT_BUDGET, Goal
+from .signature import Signature, skeleton
+from .state import (
+    STATE_SCHEMA_VERSION,
+    finding_from_dir,
+    finding_from_json,
+    finding_to_json,
+    goal_from_json,
+    goal_to_json,
+    outcome_from_json,
+    outcome_to_json,
+    signature_from_json,
+    signature_to_json,
+)
+from .transport import Handle, InProcess, LocalProcess, RayActor, wait
+from .worker import (
+    CaseReport,
+    Decoder,
+    Fuzz,
+    FuzzResult,
+    Job,
+    JobResult,
+    RawFinding,
+    WorkerInit,
+    database_dir,
+    rss_mb,
+    stream_buffer,
+)
 
-BUFFER_BYTES = 2048
+
+class CampaignBusy(RuntimeError):
+    """Another driver holds OUT's lock."""
 
 
 @dataclass
@@ -68,6 +110,7 @@ class Bucket:
     goal: Goal | None = None  # what shrinking kept (NOTE [shrinking])
     raw_signatures: int = 1  # distinct pre-shrink signatures that shrank into this bucket
     shrink_seconds: list[float] = field(default_factory=list)
+    announced: bool = False  # its new_bucket event is written
 
     @property
     def published(self) -> Finding:
@@ -76,7 +119,7 @@ class Bucket:
 
 @dataclass
 class ShrinkJob:
-    """A new finding waiting for (or in) the shrink worker; ``hits`` counts its occurrences so far."""
+    """A new finding waiting for (or in) a shrink job; ``hits`` counts its occurrences so far."""
 
     raw: Signature
     goal: Goal
@@ -88,292 +131,508 @@ class ShrinkJob:
     hits: int = 1
 
 
-def shrink_info(result: ShrinkResult, lines_before: int, raw_signature: str, oracle: str) -> dict[str, Any]:
-    return {
-        "runs": result.runs,
-        "seconds": round(result.seconds, 3),
-        "steps": result.steps,
-        "exhausted": result.exhausted,
-        "lines_before": lines_before,
-        "lines_after": repro_lines(result.case, oracle),
-        "raw_signature": raw_signature,
-    }
-
-
-_PROGRESS: Any = None  # the shrink worker's progress queue (set by _init_shrink_worker)
-
-
-def _init_shrink_worker(progress: Any) -> None:
-    global _PROGRESS
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver decides when to stop
-    _PROGRESS = progress
-
-
-def shrink_job(
-    case_json: dict[str, Any],
-    goal: Goal,
-    buffer: bytes | None,
-    budget: int,
-    strategy_kwargs: dict[str, Any] | None,
-    timeout: float | None,
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Runs in the shrink worker process (NOTE [background shrinking]): the same shrink as in process."""
-    from strategies import cases
-
-    case = case_from_json(case_json)
-    last = [0.0]
-
-    def progress(stage: str, runs: int, best: Case) -> None:
-        if _PROGRESS is not None and time.monotonic() - last[0] >= 0.25:
-            last[0] = time.monotonic()
-            try:
-                _PROGRESS.put_nowait((runs, stage))
-            except Exception:  # noqa: BLE001 (progress is best effort)
-                pass
-
-    shrinker = Shrinker(goal, case_runner(goal.oracle, timeout=timeout), budget=budget, progress=progress)
-    result = shrinker.shrink(case, strategy=cases(**(strategy_kwargs or {})), buffer=buffer)
-    info = shrink_info(result, repro_lines(case, goal.oracle), "", goal.oracle)
-    return case_to_json(result.case), info
-
-
 @dataclass
 class CampaignConfig:
     out: Path
     seed: int
-    duration: float | None = 60.0
+    duration: float | None = 60.0  # total seconds (a resumed campaign counts the time before, too)
     max_cases: int | None = None
-    strategy: st.SearchStrategy[Case] | None = None
     verify_python: str = sys.executable
     case_timeout: float | None = 60.0  # seconds per case and oracle; over it the case is a hang finding
     shrink_budget: int = DEFAULT_BUDGET  # case runs one shrink may spend (NOTE [shrinking]); 0: no shrinking
-    shrink_workers: int = 0  # 1: shrink in a worker process while the fuzz loop goes on (NOTE [background shrinking])
     shrink_grace: float | None = None  # seconds to wait for queued shrinks at the end (None: all of them)
-    strategy_kwargs: dict[str, Any] | None = None  # strategies.cases(**strategy_kwargs), unless ``strategy``
+    strategy_kwargs: dict[str, Any] = field(default_factory=dict)  # strategies.cases(**strategy_kwargs)
+    workers: int = 0  # 0: everything in this process; N: N worker processes (or Ray actors)
+    ray: str | None = None  # a Ray cluster address ("auto", "HOST:PORT"): workers are Ray actors
+    steer: bool = True  # NOTE [steering]
+    recycle_cases: int | None = 20_000  # a worker is replaced after this many cases ...
+    max_rss_mb: float | None = 4096.0  # ... or once it is larger than this
+    slice_seconds: float = 1.0  # the length of one fuzz command (NOTE [campaign driver])
+    stats_interval: float = 5.0  # seconds between stats.json rewrites (and plain status lines)
+    rss_interval: float = 60.0  # seconds between samples of the memory history (stats.json, summary)
     command: str = "affuzz run"
+
+    hang_limit: float | None = None  # silence before a worker is killed as hung (default 2 x timeout + 30 s)
+
+    @property
+    def silence_limit(self) -> float:
+        """Seconds a worker may stay silent before it is killed and its case recorded as a hang."""
+        if self.hang_limit is not None:
+            return self.hang_limit
+        return 2 * (self.case_timeout or 60.0) + 30.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed,
+            "duration": self.duration,
+            "max_cases": self.max_cases,
+            "case_timeout": self.case_timeout,
+            "shrink_budget": self.shrink_budget,
+            "shrink_grace": self.shrink_grace,
+            "strategy_kwargs": self.strategy_kwargs,
+            "workers": self.workers,
+            "ray": self.ray,
+            "steer": self.steer,
+            "recycle_cases": self.recycle_cases,
+            "max_rss_mb": self.max_rss_mb,
+            "hang_limit": self.hang_limit,
+            "command": self.command,
+        }
+
+    @classmethod
+    def from_json(cls, out: Path, d: dict[str, Any]) -> CampaignConfig:
+        return cls(out=out, **{k: v for k, v in d.items() if k in cls.__dataclass_fields__ and k != "out"})
 
 
 @dataclass
 class Stats:
     cases: int = 0
     invalid: int = 0
+    skipped: int = 0  # draws steering did not run (NOTE [steering])
     internal_errors: int = 0
     float32_noise: int = 0  # float32 disagreements that vanished in float64 (not findings)
-    shrink_worker_crashes: int = 0  # NOTE [background shrinking]
+    worker_restarts: int = 0  # workers that died or hung and were replaced
+    worker_recycles: int = 0  # workers replaced after recycle_cases or max_rss_mb
+    shrink_worker_crashes: int = 0  # workers that died in a shrink job
     metamorphic: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     feature_counts: Counter[str] = field(default_factory=Counter)  # cases exercising each feature tag
     transform_counts: Counter[str] = field(default_factory=Counter)  # cases with each transform in the stack
     verdicts: Counter[str] = field(default_factory=Counter)
     limitations: Counter[str] = field(default_factory=Counter)
+    seconds: Counter[str] = field(default_factory=Counter)  # worker time: generate, torch, case, shrink
+    elapsed_before: float = 0.0  # seconds run before a resume
+    last_bucket_elapsed: float = 0.0
     started: float = field(default_factory=time.monotonic)
 
     @property
     def elapsed(self) -> float:
-        return time.monotonic() - self.started
+        return self.elapsed_before + time.monotonic() - self.started
 
     @property
     def rate(self) -> float:
         return self.cases / self.elapsed if self.elapsed > 0 else 0.0
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cases": self.cases,
+            "invalid": self.invalid,
+            "skipped": self.skipped,
+            "internal_errors": self.internal_errors,
+            "float32_noise": self.float32_noise,
+            "worker_restarts": self.worker_restarts,
+            "worker_recycles": self.worker_recycles,
+            "shrink_worker_crashes": self.shrink_worker_crashes,
+            "metamorphic": {o: dict(c) for o, c in self.metamorphic.items()},
+            "feature_counts": dict(self.feature_counts),
+            "transform_counts": dict(self.transform_counts),
+            "verdicts": dict(self.verdicts),
+            "limitations": dict(self.limitations),
+            "seconds": dict(self.seconds),
+            "elapsed": self.elapsed,
+            "last_bucket_elapsed": self.last_bucket_elapsed,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Stats:
+        s = cls()
+        for name in (
+            "cases",
+            "invalid",
+            "skipped",
+            "internal_errors",
+            "float32_noise",
+            "worker_restarts",
+            "worker_recycles",
+            "shrink_worker_crashes",
+        ):
+            setattr(s, name, int(d.get(name, 0)))
+        for o, c in d.get("metamorphic", {}).items():
+            s.metamorphic[o].update(c)
+        for name in ("feature_counts", "transform_counts", "verdicts", "limitations", "seconds"):
+            getattr(s, name).update(d.get(name, {}))
+        s.elapsed_before = float(d.get("elapsed", 0.0))
+        s.last_bucket_elapsed = float(d.get("last_bucket_elapsed", 0.0))
+        return s
+
+
+@dataclass
+class Slot:
+    """A worker slot: its stream position and the worker serving it (NOTE [worker streams])."""
+
+    index: int
+    next: int = 0  # the first stream position with no report yet
+    skip: set[int] = field(default_factory=set)  # positions that killed a worker
+    careful_until: int = 0  # positions before this run one command each (NOTE [transports])
+    restarts: int = 0
+    recycles: int = 0
+    cases: int = 0
+    handle: Handle | None = None
+    job: ShrinkJob | None = None
+    rss_mb: float = 0.0
+    just_shrunk: bool = False  # its last command was a job (NOTE [campaign driver])
+    started: float = field(default_factory=time.monotonic)
+    cases_since_start: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "next": self.next,
+            "skip": sorted(self.skip),
+            "restarts": self.restarts,
+            "recycles": self.recycles,
+            "cases": self.cases,
+        }
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
 
 class Campaign:
-    def __init__(self, config: CampaignConfig, *, registry: tuple[Limitation, ...] | None = None) -> None:
+    def __init__(
+        self,
+        config: CampaignConfig,
+        *,
+        registry: tuple[Limitation, ...] | None = None,
+        resume: dict[str, Any] | None = None,
+    ) -> None:
         import torch  # the campaign is the only layer above the case IR that needs torch itself
 
         self.config = config
         self.registry = registry if registry is not None else load_registry()
         self.torch_version = torch.__version__
         self.stats = Stats()
+        self.coverage = Coverage()
         self.buckets: dict[str, Bucket] = {}
         self._raw: dict[str, str] = {}  # pre-shrink signature id -> bucket id (each is shrunk once)
-        self._quick: dict[tuple[Any, ...], str] = {}  # NOTE [signature memo]
-        self._buffer: bytes | None = None  # the bytes the current case was drawn from
-        self._on_tick: Callable[[Campaign], None] | None = None
-        self.shrinking: str | None = None  # what the shrinker is doing now, for the live view
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="affuzz-verify")
-        self._futures: list[Future[None]] = []
-        self._stop = False
-        self._server = ForkServer(config.verify_python)  # used by the verification thread only
-        if config.strategy is None:
-            from strategies import cases
-
-            config.strategy = cases(**(config.strategy_kwargs or {}))
-        elif config.strategy_kwargs is None and config.shrink_workers:
-            raise ValueError("background shrinking needs strategy_kwargs (a strategy object stays in this process)")
+        self._quick: dict[str, str] = {}  # NOTE [signature memo]: quick key -> raw signature / bucket id
         self._jobs: dict[str, ShrinkJob] = {}  # raw signature id -> job not yet bucketed
         self._queue: list[ShrinkJob] = []
-        self._inflight: tuple[ShrinkJob, Future[Any]] | None = None
-        self._shrink_pool: ProcessPoolExecutor | None = None
-        self._progress: Any = None
-        if config.shrink_workers and config.shrink_budget > 0:
-            self._new_shrink_pool()
+        self._on_tick: Callable[[Campaign], None] | None = None
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="affuzz-verify")
+        self._futures: list[tuple[Bucket, Future[None]]] = []
+        self._stop = 0  # signals received
+        self._server: ForkServer | None = None  # started by run(), used by the verification thread only
+        self._decoder = Decoder(config.seed, config.strategy_kwargs)
+        n = max(1, config.workers)
+        self.slots = [Slot(i) for i in range(n)]
+        self.transport = "ray" if config.ray else ("process" if config.workers else "in-process")
+        self._events_fd: int | None = None
+        self._lock_fd: int | None = None
+        self._dirty = False
+        self._resumed = resume is not None
+        self.startup_seconds: float | None = None  # until the first worker answered (spawn, imports)
+        self.rss_history: list[list[float]] = []  # [elapsed, driver MiB, workers MiB], every rss_interval s
+        if resume is not None:
+            self._restore(resume)
 
-    def _new_shrink_pool(self) -> None:
-        if self._shrink_pool is not None:
-            self._shrink_pool.shutdown(wait=False, cancel_futures=True)
-        ctx = multiprocessing.get_context("spawn")
-        self._progress = ctx.Queue()
-        self._shrink_pool = ProcessPoolExecutor(
-            max_workers=1, mp_context=ctx, initializer=_init_shrink_worker, initargs=(self._progress,)
+    def has_work_left(self) -> bool:
+        c = self.config
+        if c.max_cases is not None:
+            return self.stats.cases < c.max_cases
+        return c.duration is None or self.stats.elapsed < c.duration
+
+    @property
+    def shrinking(self) -> str | None:
+        """What the shrink jobs are doing now, for the live view."""
+        running = [s.job for s in self.slots if s.job is not None]
+        if not running and not self._queue:
+            return None
+        names = ", ".join(f"{j.raw.verdict} ({j.raw.oracle})" for j in running) or "-"
+        return f"shrinking {names}; {len(self._queue)} queued"
+
+    # ------------------------------------------------------------------------------------ events
+
+    def event(self, name: str, **fields: Any) -> None:
+        """Append one line to ``events.jsonl`` (one write per line: a kill leaves no torn line)."""
+        record = {"time": _now(), "elapsed": round(self.stats.elapsed, 3), "event": name, **fields}
+        line = (json.dumps(record, sort_keys=False) + "\n").encode()
+        if self._events_fd is None:
+            path = self.config.out / "events.jsonl"
+            self._events_fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.write(self._events_fd, line)
+
+    def _log_internal(self, text: str) -> None:
+        with (self.config.out / "internal-errors.log").open("a", encoding="utf-8") as fh:
+            fh.write(text if text.endswith("\n") else text + "\n")
+
+    # ------------------------------------------------------------------------------------ workers
+
+    def _init(self, slot: Slot) -> WorkerInit:
+        c = self.config
+        return WorkerInit(
+            slot=slot.index,
+            seed=c.seed,
+            strategy_kwargs=c.strategy_kwargs,
+            case_timeout=c.case_timeout,
+            coverage=self.coverage.to_json() if c.steer else None,
+            steer=c.steer,
+            recycle_cases=c.recycle_cases,
+            max_rss_mb=c.max_rss_mb,
+            database=None if c.ray else database_dir(c.out),
         )
 
-    # ------------------------------------------------------------------------------------ running
-
-    def judge(self, case: Case, oracle: str = MAIN) -> str:
-        return self.evaluate(case, oracle)[0]
-
-    def evaluate(self, case: Case, oracle: str = MAIN) -> tuple[str, str]:
-        """(classified verdict, error fingerprint) of ``case`` under ``oracle``: what the shrinker keeps."""
-        try:
-            outcome = run_case(case, oracle, timeout=self.config.case_timeout)
-            verdict = classify(outcome, self.registry)[0]
-        except Exception:  # noqa: BLE001
-            return "internal_error", ""
-        return verdict, fingerprint(verdict, outcome.functorch.error, outcome.reference.error)
-
-    def one(self, case: Case) -> None:
-        """Run one case under every oracle that applies (NOTE [oracles]). Never raises (see NOTE
-        [driving Hypothesis])."""
-        self.stats.cases += 1
-        self.stats.feature_counts.update(features(case))
-        self.stats.transform_counts.update({t.name for t in case.transforms})
-        for oracle in applicable(case):
-            try:
-                self._check(case, oracle)
-            except Exception:  # noqa: BLE001
-                self.stats.internal_errors += 1
-                log = self.config.out / "internal-errors.log"
-                with log.open("a", encoding="utf-8") as fh:
-                    fh.write(f"--- case {self.stats.cases} ({oracle})\n{traceback.format_exc()}\n")
-
-    def _check(self, case: Case, oracle: str) -> None:
-        outcome = run_case(case, oracle, timeout=self.config.case_timeout)
-        verdict, limitation = classify(outcome, self.registry)
-        if verdict in FINDING_VERDICTS and case.inputs.dtype != "float64":
-            # NOTE [float32 findings]: a float32 disagreement counts only if it persists in float64;
-            # otherwise it is rounding noise, counted but never reported.
-            if self.judge(replace(case, inputs=replace(case.inputs, dtype="float64")), oracle) == "consistent":
-                self.stats.float32_noise += 1
-                verdict = "consistent"
-        if oracle == MAIN:
-            self.stats.verdicts[verdict] += 1
-            if limitation:
-                self.stats.limitations[limitation] += 1
+    def _start(self, slot: Slot) -> None:
+        init = self._init(slot)
+        if self.config.ray:
+            slot.handle = RayActor(init)
+        elif self.config.workers:
+            slot.handle = LocalProcess(init)
         else:
-            self.stats.metamorphic[oracle][verdict] += 1
-        if verdict in FINDING_VERDICTS:
-            self._finding(case, verdict, outcome, oracle)
+            slot.handle = InProcess(init)
+        slot.started, slot.cases_since_start = time.monotonic(), 0
 
-    def _finding(self, case: Case, verdict: str, outcome: Outcome, oracle: str) -> None:
-        fp = fingerprint(verdict, outcome.functorch.error, outcome.reference.error)
+    def _restart(self, slot: Slot, reason: str, *, recycle: bool = False) -> None:
+        if slot.handle is not None:
+            slot.handle.close() if recycle else slot.handle.kill()
+        if recycle:
+            slot.recycles += 1
+            self.stats.worker_recycles += 1
+        else:
+            slot.restarts += 1
+            self.stats.worker_restarts += 1
+        old = slot.handle.pid if slot.handle is not None else None
+        self._start(slot)
+        self.event(
+            "worker_restart", slot=slot.index, reason=reason, old_pid=old, restarts=slot.restarts, recycled=recycle
+        )
+        self._dirty = True
+
+    def _dispatch(self, slot: Slot, stopping: bool, grace_over: bool) -> None:
+        h = slot.handle
+        if h is None or h.command is not None:
+            return
+        # NOTE [campaign driver]: while fuzzing, at most half the workers shrink, and a worker that just
+        # finished a job fuzzes next, so a burst of new findings never stops the search; once the
+        # campaign is stopping, every worker shrinks.
+        shrinking = sum(1 for s in self.slots if s.job is not None)
+        may_shrink = stopping or (shrinking < (len(self.slots) + 1) // 2 and not slot.just_shrunk)
+        if self._queue and not grace_over and may_shrink:
+            slot.just_shrunk = True
+            job = min(self._queue, key=lambda j: j.raw.verdict != "value_mismatch")
+            self._queue.remove(job)
+            slot.job = job
+            h.send(
+                Job(
+                    id=job.raw.id,
+                    goal=job.goal,
+                    case=job.case,
+                    buffer=job.buffer,
+                    budget=self.config.shrink_budget,
+                    buckets=tuple(
+                        (bid, b.goal, b.signature.skeleton) for bid, b in self.buckets.items() if b.goal is not None
+                    ),
+                )
+            )
+            return
+        if stopping:
+            return
+        c = self.config
+        left = None if c.max_cases is None else c.max_cases - self.stats.cases - self._cases_in_flight()
+        if left is not None and left <= 0:
+            return
+        slot.just_shrunk = False
+        if slot.next < slot.careful_until:
+            h.send(Fuzz(start=slot.next, max_cases=1, seconds=0.0, skip=frozenset(slot.skip), careful=True, span=1))
+            return
+        if isinstance(h, InProcess):
+            cap = 1  # NOTE [campaign driver]: one case per command, jobs right after it
+        else:
+            cap = 10_000 if left is None else max(1, left // max(1, len(self.slots)))
+        h.send(Fuzz(start=slot.next, max_cases=cap, seconds=c.slice_seconds, skip=frozenset(slot.skip)))
+
+    def _cases_in_flight(self) -> int:
+        return sum(
+            s.handle.command.max_cases
+            for s in self.slots
+            if s.handle is not None and isinstance(s.handle.command, Fuzz)
+        )
+
+    def _receive(self, slot: Slot) -> None:
+        h = slot.handle
+        assert h is not None
+        for kind, payload in h.poll():
+            if kind == "beat":
+                h.last_beat, h.current = time.monotonic(), payload
+            elif kind == "result":
+                h.command = None
+                if isinstance(payload, FuzzResult):
+                    self._on_fuzz(slot, payload)
+                else:
+                    job, slot.job = slot.job, None
+                    if job is not None:
+                        self._on_job(job, payload)
+            elif kind == "died":
+                self._on_death(slot, payload, hang=False)
+                return
+
+    def _watchdog(self) -> None:
+        limit = self.config.silence_limit
+        if self.transport == "ray":
+            limit = max(limit * 10, 600.0)  # no beats from Ray actors (NOTE [transports])
+        now = time.monotonic()
+        for slot in self.slots:
+            h = slot.handle
+            if h is not None and h.command is not None and now - h.last_beat > limit:
+                h.kill()
+                self._on_death(slot, f"no sign of life for {now - h.last_beat:.0f} s (killed)", hang=True)
+
+    def _on_death(self, slot: Slot, why: str, *, hang: bool) -> None:
+        h = slot.handle
+        assert h is not None
+        command, current, pid = h.command, h.current, h.pid
+        reason = why
+        if isinstance(command, Job) and slot.job is not None:
+            job, slot.job = slot.job, None
+            self.stats.shrink_worker_crashes += 1
+            reason = f"{why} while shrinking {job.raw.id}"
+            self._complete(job, job.case, self._unshrunk_info(job, f"the worker died while shrinking it ({why})"))
+        elif isinstance(command, Fuzz):
+            position = None
+            if h.knows_current_case and current is not None and current[0] == "case":
+                position = int(current[1])
+            elif command.span == 1:
+                position = command.start
+            else:  # a Ray actor: re-run the lost positions one case per command to find the culprit
+                slot.careful_until = max(slot.careful_until, command.start + command.max_cases)
+            if position is not None:
+                slot.skip.add(position)
+                self._crash(slot, position, why, pid, hang=hang)
+            reason = f"{why} at position {position}" if position is not None else why
+        self._restart(slot, reason)
+
+    def _crash(self, slot: Slot, position: int, why: str, pid: int | None, *, hang: bool) -> None:
+        """A worker died (or hung past the limit) on case ``position`` of ``slot``: a crash/hang finding,
+        published only if its repro crashes (hangs) again in a fresh process."""
+        case = self._decoder.draw(slot.index, position)
+        verdict = "hang" if hang else "crash"
+        self.event(verdict, slot=slot.index, pid=pid, position=position, why=why, case=case is not None)
+        if case is None:
+            return
+        self.stats.cases += 1
+        slot.cases += 1
+        self.stats.verdicts[verdict] += 1
+        sig = Signature(verdict, MAIN, skeleton(case), ())
+        side = Side(None, "WorkerDied" if not hang else "Timeout", why)
+        finding = Finding(
+            case=case,
+            signature=sig,
+            features=features(case),
+            outcome=Outcome(verdict, side, side, 0.0),
+            seconds_to_find=self.stats.elapsed,
+            cases_to_find=self.stats.cases,
+            torch_version=self.torch_version,
+            found_by=f"{self.config.command} --seed {self.config.seed}",
+            shrink={"runs": 0, "seconds": 0.0, "steps": [], "skipped": f"the worker {why}"},
+            extra={"worker": {"slot": slot.index, "position": position, "pid": pid, "why": why}},
+        )
+        bucket = self.buckets.get(sig.id)
+        if bucket is not None:
+            bucket.hits += 1
+            return
+        bucket = self.buckets[sig.id] = Bucket(sig, finding)
+        self._publish(bucket, finding)
+
+    # ------------------------------------------------------------------------------------ results
+
+    def _on_fuzz(self, slot: Slot, result: FuzzResult) -> None:
+        if self.startup_seconds is None:
+            self.startup_seconds = self.stats.elapsed - self.stats.elapsed_before
+        slot.next = max(slot.next, result.next)
+        slot.rss_mb = result.rss_mb
+        self.stats.skipped += result.skipped
+        self.stats.invalid += result.invalid
+        for report in result.reports:
+            self._on_report(slot, report)
+        self._dirty = True
+        if result.recycle:
+            self._restart(slot, result.recycle, recycle=True)
+
+    def _on_report(self, slot: Slot, r: CaseReport) -> None:
+        s = self.stats
+        s.cases += 1
+        slot.cases += 1
+        slot.cases_since_start += 1
+        s.feature_counts.update(r.features)
+        s.transform_counts.update(set(r.transforms))
+        self.coverage.add(r.features, r.transforms)
+        s.seconds["generate"] += r.generate_seconds
+        s.seconds["torch"] += r.torch_seconds
+        s.seconds["case"] += r.seconds
+        s.float32_noise += r.float32_noise
+        for oracle, verdict, limitation in r.verdicts:
+            if oracle == MAIN:
+                s.verdicts[verdict] += 1
+                if limitation:
+                    s.limitations[limitation] += 1
+            else:
+                s.metamorphic[oracle][verdict] += 1
+        if r.internal_errors:
+            s.internal_errors += len(r.internal_errors)
+            self._log_internal("".join(r.internal_errors))
+        for finding in r.findings:
+            self._on_finding(slot, r.k, finding)
+
+    def _on_finding(self, slot: Slot, k: int, rf: RawFinding) -> None:
         # NOTE [signature memo]: a finding with the same verdict, oracle, skeleton, feature set and error
-        # fingerprint as one already seen is a hit of its bucket without ablating it again; one with the
-        # same pre-shrink signature is a hit without shrinking it again; and one whose bug still shows
-        # (same goal, NOTE [shrinking]) once its stack is cut down to an existing bucket's skeleton is a
-        # hit of that bucket. Ablation (a run per feature) and shrinking are what a campaign spends its
-        # time on, so each is done once per new bug, not once per occurrence.
-        quick = (verdict, oracle, skeleton(case), features(case), fp)
-        known = self._quick.get(quick)
-        if known is None:
-            raw = signature(case, verdict, lambda variant: self.judge(variant, oracle), oracle=oracle)
-            goal = Goal(verdict, oracle, raw.features, fp)
-            known = self._raw.get(raw.id) or self._same_as_bucket(case, goal)
+        # fingerprint as one already seen is a hit of its bucket without ablating it again (the worker
+        # that saw it before sends only this key); one with the same pre-shrink signature is a hit without
+        # shrinking it again; and one whose bug still shows (same goal, NOTE [shrinking]) once its stack is
+        # cut down to an existing bucket's skeleton is a hit of that bucket (checked by its job). Ablation
+        # (a run per feature) and shrinking are what a campaign spends its time on, so each is done once
+        # per new bug, not once per occurrence.
+        known = self._quick.get(rf.quick)
+        if known is None and rf.raw is not None:
+            known = self._raw.get(rf.raw.id)
         if known is not None:
-            self._quick[quick] = known
+            self._quick[rf.quick] = known
             job = self._jobs.get(known)
             if job is not None:
-                job.hits += 1  # its bucket is not known until it is shrunk
-            else:
+                job.hits += 1
+            elif known in self.buckets:
                 self.buckets[known].hits += 1
             return
+        if rf.raw is None or rf.case is None or rf.outcome is None:
+            self._log_internal(f"--- a repeat of {rf.quick} arrived before its first report; not counted\n")
+            return
+        goal = Goal(rf.verdict, rf.oracle, rf.raw.features, rf.fingerprint)
         job = ShrinkJob(
-            raw=raw,
+            raw=rf.raw,
             goal=goal,
-            case=case,
-            outcome=outcome,
-            buffer=self._buffer,
+            case=rf.case,
+            outcome=rf.outcome,
+            buffer=stream_buffer(self.config.seed, slot.index, k),
             seconds_to_find=self.stats.elapsed,
             cases_to_find=self.stats.cases,
         )
-        self._quick[quick] = self._raw[raw.id] = raw.id
-        if self._shrink_pool is None:
-            shrunk, info = self._shrink(case, goal, raw)
-            self._complete(job, shrunk, info)
+        self._quick[rf.quick] = self._raw[rf.raw.id] = rf.raw.id
+        self._jobs[rf.raw.id] = job
+        self._queue.append(job)
+
+    def _on_job(self, job: ShrinkJob, result: JobResult) -> None:
+        self.stats.seconds["shrink"] += result.seconds
+        if result.error is not None:
+            self._log_internal(f"--- shrinking {job.raw.id}\n{result.error}")
+            self._complete(job, job.case, self._unshrunk_info(job, "the shrink job failed"))
+        elif result.same_as is not None and result.same_as in self.buckets:
+            self._jobs.pop(job.raw.id, None)
+            self._remap(job.raw.id, result.same_as)
+            bucket = self.buckets[result.same_as]
+            bucket.hits += job.hits
+            bucket.raw_signatures += 1
         else:
-            self._jobs[raw.id] = job
-            self._queue.append(job)
-            self._pump()
+            assert result.case is not None
+            info = dict(result.info)
+            info["lines_before"] = repro_lines(job.case, job.goal.oracle)
+            info["lines_after"] = repro_lines(result.case, job.goal.oracle)
+            self._complete(job, result.case, info, outcome=result.outcome, triage=result.triage)
+        self._dirty = True
 
-    # ------------------------------------------------------------------------- background shrinking
-
-    def _pump(self) -> None:
-        """NOTE [background shrinking]: collect a finished shrink, start the next queued one. Silent
-        wrong results (value_mismatch) go first; within a verdict, first come first served."""
-        inflight = self._inflight
-        if inflight is not None and inflight[1].done():
-            job, fut = inflight
-            self._inflight = None
-            try:
-                case_json, info = fut.result()
-                shrunk = case_from_json(case_json)
-            except BrokenProcessPool:
-                # a candidate crashed torch in the worker (a segfault or abort is a finding of its own,
-                # but which candidate did it is not known here): start a fresh worker and go on
-                self.stats.shrink_worker_crashes += 1
-                self._new_shrink_pool()
-                shrunk, info = job.case, self._unshrunk_info(job, "the shrink worker died (a candidate crashed it)")
-            except Exception:  # noqa: BLE001 (a failed shrink publishes the finding unshrunk)
-                with (self.config.out / "internal-errors.log").open("a", encoding="utf-8") as fh:
-                    fh.write(f"--- shrinking {job.raw.id}\n{traceback.format_exc()}\n")
-                shrunk, info = job.case, self._unshrunk_info(job, "the shrink worker failed")
-            self._complete(job, shrunk, info)
-        while self._progress is not None:
-            try:
-                runs, stage = self._progress.get_nowait()
-            except Exception:  # noqa: BLE001 (queue.Empty)
-                break
-            if self._inflight is not None:
-                raw = self._inflight[0].raw
-                self.shrinking = (
-                    f"shrinking {raw.verdict} ({raw.oracle}): {stage}, run {runs}/{self.config.shrink_budget}"
-                    f" ({len(self._queue)} queued)"
-                )
-        if self._inflight is None:
-            self.shrinking = None
-            if self._queue and self._shrink_pool is not None:
-                job = min(self._queue, key=lambda j: j.raw.verdict != "value_mismatch")
-                self._queue.remove(job)
-                fut = self._shrink_pool.submit(
-                    shrink_job,
-                    case_to_json(job.case),
-                    job.goal,
-                    job.buffer,
-                    self.config.shrink_budget,
-                    self.config.strategy_kwargs,
-                    self.config.case_timeout,
-                )
-                self._inflight = (job, fut)
-                self.shrinking = f"shrinking {job.raw.verdict} ({job.raw.oracle}) ({len(self._queue)} queued)"
-
-    def _drain(self, on_tick: Callable[[Campaign], None] | None) -> None:
-        """After the fuzz loop: wait for queued shrinks up to ``shrink_grace`` seconds, then publish the
-        rest unshrunk (still verified)."""
-        deadline = None if self.config.shrink_grace is None else time.monotonic() + self.config.shrink_grace
-        while self._inflight is not None or self._queue:
-            if deadline is not None and time.monotonic() >= deadline:
-                break
-            self._pump()
-            if on_tick is not None:
-                on_tick(self)
-            time.sleep(0.05)
-        if self._inflight is not None:
-            self._queue.insert(0, self._inflight[0])
-            self._inflight[1].cancel()
-            self._inflight = None
-        for job in self._queue:
-            self._complete(job, job.case, self._unshrunk_info(job, "the campaign ended before it was shrunk"))
-        self._queue.clear()
-        self.shrinking = None
+    def _remap(self, raw_id: str, bucket_id: str) -> None:
+        for key, value in list(self._quick.items()):
+            if value == raw_id:
+                self._quick[key] = bucket_id
+        self._raw[raw_id] = bucket_id
 
     def _unshrunk_info(self, job: ShrinkJob, why: str) -> dict[str, Any]:
         lines = repro_lines(job.case, job.goal.oracle)
@@ -388,24 +647,26 @@ class Campaign:
             "skipped": why,
         }
 
-    def _complete(self, job: ShrinkJob, shrunk: Case, shrink_info: dict[str, Any]) -> None:
+    def _complete(
+        self,
+        job: ShrinkJob,
+        shrunk: Case,
+        shrink_info: dict[str, Any],
+        *,
+        outcome: Outcome | None = None,
+        triage: tuple[str, str] | None = None,
+    ) -> None:
         """Bucket a shrunk finding (NOTE [shrinking]) and publish it (or count it as a hit)."""
         self._jobs.pop(job.raw.id, None)
-        raw, goal, case, outcome = job.raw, job.goal, job.case, job.outcome
+        raw, goal, case = job.raw, job.goal, job.case
         shrink_info["raw_signature"] = raw.text
-        verdict, oracle = goal.verdict, goal.oracle
-        sig = Signature(verdict, oracle, skeleton(shrunk), raw.features)
-        for key, value in list(self._quick.items()):
-            if value == raw.id:
-                self._quick[key] = sig.id
-        self._raw[raw.id] = sig.id
-        if shrunk != case:
-            outcome = run_case(shrunk, oracle, timeout=self.config.case_timeout)
+        sig = Signature(goal.verdict, goal.oracle, skeleton(shrunk), raw.features)
+        self._remap(raw.id, sig.id)
         finding = Finding(
             case=shrunk,
             signature=sig,
             features=features(shrunk),
-            outcome=outcome,
+            outcome=outcome if outcome is not None and shrunk != case else job.outcome,
             seconds_to_find=job.seconds_to_find,
             cases_to_find=job.cases_to_find,
             torch_version=self.torch_version,
@@ -413,9 +674,8 @@ class Campaign:
             original=case,
             shrink=shrink_info,
         )
-        if verdict == "value_mismatch":
-            label, detail = triage_source(render(shrunk, oracle=oracle))
-            finding.extra.update(triage=label, triage_detail=detail[:500])
+        if triage is not None:
+            finding.extra.update(triage=triage[0], triage_detail=triage[1])
         bucket = self.buckets.get(sig.id)
         if bucket is not None:
             bucket.hits += job.hits
@@ -434,52 +694,12 @@ class Campaign:
             )
         self._publish(bucket, finding)
 
-    def _same_as_bucket(self, case: Case, goal: Goal) -> str | None:
-        """The id of a bucket whose bug ``case`` shows once its stack is cut to the bucket's skeleton."""
-        for bucket_id, bucket in self.buckets.items():
-            if bucket.goal != goal or not is_subsequence(bucket.signature.skeleton, skeleton(case)):
-                continue
-            cut = to_skeleton(case, bucket.signature.skeleton)
-            shrinker = Shrinker(goal, lambda c: self.evaluate(c, goal.oracle), budget=2 + len(features(case)))
-            if cut is not None and shrinker.same_bug(cut):
-                return bucket_id
-        return None
-
-    def _shrink(self, case: Case, goal: Goal, raw: Signature) -> tuple[Case, dict[str, Any]]:
-        """NOTE [shrinking]: shrink ``case`` keeping ``goal`` in this process; returns the case and what
-        it took."""
-        before = repro_lines(case, goal.oracle)
-        if self.config.shrink_budget <= 0:
-            return case, {
-                "runs": 0,
-                "seconds": 0.0,
-                "steps": [],
-                "exhausted": False,
-                "lines_before": before,
-                "lines_after": before,
-                "raw_signature": raw.text,
-            }
-        budget = self.config.shrink_budget
-        last = [0.0]
-
-        def progress(stage: str, runs: int, best: Case) -> None:
-            self.shrinking = f"shrinking {raw.verdict} ({raw.oracle}): {stage}, run {runs}/{budget}"
-            if self._on_tick is not None and time.monotonic() - last[0] >= 0.25:
-                last[0] = time.monotonic()
-                self._on_tick(self)
-
-        shrinker = Shrinker(goal, lambda c: self.evaluate(c, goal.oracle), budget=budget, progress=progress)
-        try:
-            result = shrinker.shrink(case, strategy=self.config.strategy, buffer=self._buffer)
-        finally:
-            self.shrinking = None
-        return result.case, shrink_info(result, before, raw.text, goal.oracle)
-
     def _publish(self, bucket: Bucket, finding: Finding) -> None:
         """Stage ``finding`` and verify it in a fresh process on the verification thread; on success it
         becomes the bucket's published repro."""
         staged = stage(self.config.out, finding)
         sig = bucket.signature
+        server = self._server
 
         def verify() -> None:
             try:
@@ -489,18 +709,41 @@ class Campaign:
                     finding,
                     python=self.config.verify_python,
                     case_timeout=self.config.case_timeout,
-                    server=self._server,
+                    server=server,
                 )
             except Exception:  # noqa: BLE001 (a verification failure must not end the campaign)
                 ok, path = False, None
-                with (self.config.out / "internal-errors.log").open("a", encoding="utf-8") as fh:
-                    fh.write(f"--- verifying {sig.id}\n{traceback.format_exc()}\n")
+                self._log_internal(f"--- verifying {sig.id}\n{traceback.format_exc()}")
             if ok:
                 bucket.status, bucket.path, bucket.finding = "verified", path, finding
             elif bucket.status == "pending":
                 bucket.status, bucket.path = "unverified", path
 
-        self._futures.append(self._pool.submit(verify))
+        self._futures.append((bucket, self._pool.submit(verify)))
+
+    def _collect_verifications(self) -> None:
+        done = [(b, f) for b, f in self._futures if f.done()]
+        if not done:
+            return
+        self._futures = [(b, f) for b, f in self._futures if not f.done()]
+        for bucket, fut in done:
+            fut.result()
+            self._dirty = True
+            if bucket.status == "verified" and not bucket.announced:
+                bucket.announced = True
+                self.stats.last_bucket_elapsed = self.stats.elapsed
+                sig = bucket.signature
+                self.event(
+                    "new_bucket",
+                    id=sig.id,
+                    signature=sig.text,
+                    verdict=sig.verdict,
+                    oracle=sig.oracle,
+                    path=str(bucket.path.relative_to(self.config.out)) if bucket.path else None,
+                    hits=bucket.hits,
+                )
+
+    # ------------------------------------------------------------------------------------ running
 
     def _should_stop(self) -> bool:
         c = self.config
@@ -512,55 +755,309 @@ class Campaign:
 
     def run(self, on_tick: Callable[[Campaign], None] | None = None, tick_seconds: float = 0.25) -> None:
         """Run until ``duration``/``max_cases`` or SIGINT/SIGTERM, then wait for pending verifications."""
-        self.config.out.mkdir(parents=True, exist_ok=True)
-
-        @settings(database=None, deadline=None, suppress_health_check=list(HealthCheck))
-        @given(self.config.strategy)
-        def target(case: Case) -> None:
-            self.one(case)
-
-        fuzz = target.hypothesis.fuzz_one_input
-        rng = random.Random(self.config.seed)
+        c = self.config
+        c.out.mkdir(parents=True, exist_ok=True)
         self._on_tick = on_tick
+        self._lock()
         previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
 
         def request_stop(signum: int, frame: Any) -> None:
-            self._stop = True
+            self._stop += 1
 
         for s in previous:
             signal.signal(s, request_stop)
-        self.stats = Stats()
-        last_tick = 0.0
+        self.stats.started = time.monotonic()
+        self._server = ForkServer(c.verify_python)
+        self.event(
+            "start",
+            resumed=self._resumed,
+            seed=c.seed,
+            workers=len(self.slots),
+            transport=self.transport,
+            torch=self.torch_version,
+            pid=os.getpid(),
+            cases=self.stats.cases,
+        )
+        for bucket in self.buckets.values():
+            if bucket.status == "pending":  # NOTE [resume]: its verification did not finish
+                self._publish(bucket, bucket.published)
         try:
-            while not self._should_stop():
-                self._buffer = rng.randbytes(BUFFER_BYTES)
-                if fuzz(self._buffer) is None:
-                    self.stats.invalid += 1
-                if self._shrink_pool is not None:
-                    self._pump()
-                if on_tick is not None and time.monotonic() - last_tick >= tick_seconds:
-                    last_tick = time.monotonic()
-                    on_tick(self)
-            self.finish(on_tick)
+            for slot in self.slots:
+                self._start(slot)
+            self._loop(tick_seconds)
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
+            for slot in self.slots:
+                if slot.handle is not None:
+                    slot.handle.close()
+        self.finish(on_tick)
+
+    def _loop(self, tick_seconds: float) -> None:
+        c = self.config
+        last_tick = last_stats = last_state = last_rss = 0.0
+        grace_deadline: float | None = None
+        while True:
+            stopping = self._should_stop()
+            if stopping and grace_deadline is None:
+                grace_deadline = time.monotonic() + (c.shrink_grace if c.shrink_grace is not None else 1e12)
+            if self._stop >= 2 and grace_deadline is not None:
+                grace_deadline = min(grace_deadline, time.monotonic())
+            grace_over = grace_deadline is not None and time.monotonic() >= grace_deadline
+            for slot in self.slots:
+                self._dispatch(slot, stopping, grace_over)
+            busy = [s for s in self.slots if s.handle is not None and s.handle.command is not None]
+            if stopping and (not busy or grace_over) and (not self._queue or grace_over):
+                if not any(isinstance(s.handle.command, Fuzz) for s in busy if s.handle is not None):
+                    break
+            wait([s.handle for s in busy if s.handle is not None], timeout=0.2)
+            for slot in busy:
+                self._receive(slot)
+            self._watchdog()
+            self._collect_verifications()
+            now = time.monotonic()
+            if self._on_tick is not None and now - last_tick >= tick_seconds:
+                last_tick = now
+                self._on_tick(self)
+            if now - last_stats >= c.stats_interval:
+                last_stats = now
+                self.write_stats("running")
+            if now - last_rss >= c.rss_interval and all(s.rss_mb for s in self.slots):
+                last_rss = now
+                self.rss_history.append(
+                    [round(self.stats.elapsed, 1), round(rss_mb(), 1), round(sum(s.rss_mb for s in self.slots), 1)]
+                )
+            if self._dirty and now - last_state >= 2.0:
+                last_state = now
+                self.save_state()
+        # the grace is over: jobs still running or queued are published unshrunk
+        for slot in self.slots:
+            if slot.job is not None:
+                job, slot.job = slot.job, None
+                self._complete(job, job.case, self._unshrunk_info(job, "the campaign ended before it was shrunk"))
+                if slot.handle is not None:
+                    slot.handle.kill()
+        for job in self._queue:
+            self._complete(job, job.case, self._unshrunk_info(job, "the campaign ended before it was shrunk"))
+        self._queue.clear()
 
     def finish(self, on_tick: Callable[[Campaign], None] | None = None) -> None:
-        self._drain(on_tick)
-        if self._shrink_pool is not None:
-            self._shrink_pool.shutdown(wait=True, cancel_futures=True)
         self.elapsed = self.stats.elapsed
-        for fut in self._futures:
+        for _, fut in self._futures:
             while not fut.done():
                 if on_tick is not None:
                     on_tick(self)
                 time.sleep(0.1)
-            fut.result()
+        self._collect_verifications()
         self._pool.shutdown(wait=True)
-        self._server.close()
+        if self._server is not None:
+            self._server.close()
+        self.save_state()
+        self.write_stats("stopped")
+        self.event("stop", cases=self.stats.cases, buckets=len(self.buckets), reason=self._stop_reason())
+        if self._events_fd is not None:
+            os.close(self._events_fd)
+            self._events_fd = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the lock on OUT
+            self._lock_fd = None
+
+    def _lock(self) -> None:
+        """One driver per OUT: a second one (say, ``--resume`` while the first still runs) is refused."""
+        import fcntl
+
+        path = self.config.out / ".lock"
+        self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(self._lock_fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(self._lock_fd)
+            self._lock_fd = None
+            raise CampaignBusy(
+                f"{self.config.out}: another affuzz driver (pid {holder}) is running this campaign; "
+                "wait for it to stop or stop it (Ctrl-C, kill -TERM)"
+            ) from None
+        os.ftruncate(self._lock_fd, 0)
+        os.pwrite(self._lock_fd, str(os.getpid()).encode(), 0)
+
+    def _stop_reason(self) -> str:
+        if self._stop:
+            return "signal"
+        if self.config.max_cases is not None and self.stats.cases >= self.config.max_cases:
+            return "max_cases"
+        return "duration"
+
+    # ------------------------------------------------------------------------------------ state
+
+    def save_state(self) -> None:
+        """NOTE [resume]: everything ``--resume`` needs, replaced atomically."""
+        self._dirty = False
+        state = {
+            "schema_version": STATE_SCHEMA_VERSION,
+            "saved": _now(),
+            "torch_version": self.torch_version,
+            "config": self.config.to_json(),
+            "stats": self.stats.to_json(),
+            "coverage": self.coverage.to_json(),
+            "slots": [s.to_json() for s in self.slots],
+            "rss_history": self.rss_history,
+            "buckets": [
+                {
+                    "signature": signature_to_json(b.signature),
+                    "first": finding_to_json(b.first),
+                    "finding": finding_to_json(b.finding) if b.finding is not None else None,
+                    "hits": b.hits,
+                    "status": b.status,
+                    "path": str(b.path.relative_to(self.config.out)) if b.path else None,
+                    "goal": goal_to_json(b.goal) if b.goal is not None else None,
+                    "raw_signatures": b.raw_signatures,
+                    "shrink_seconds": b.shrink_seconds,
+                    "announced": b.announced,
+                }
+                for b in self.buckets.values()
+            ],
+            "raw": self._raw,
+            "quick": self._quick,
+            "jobs": [
+                {
+                    "raw": signature_to_json(j.raw),
+                    "goal": goal_to_json(j.goal),
+                    "case": case_to_json(j.case),
+                    "outcome": outcome_to_json(j.outcome),
+                    "buffer": j.buffer.hex() if j.buffer is not None else None,
+                    "seconds_to_find": j.seconds_to_find,
+                    "cases_to_find": j.cases_to_find,
+                    "hits": j.hits,
+                }
+                for j in [*self._queue, *(s.job for s in self.slots if s.job is not None)]
+            ],
+        }
+        atomic_write_json(self.config.out / "state.json", state)
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        out = self.config.out
+        self.stats = Stats.from_json(state["stats"])
+        self.coverage = Coverage.from_json(state["coverage"])
+        self.rss_history = list(state.get("rss_history", []))
+        for d in state["slots"]:
+            if d["index"] < len(self.slots):
+                slot = self.slots[d["index"]]
+                slot.next, slot.skip = int(d["next"]), set(d.get("skip", ()))
+                slot.restarts, slot.recycles, slot.cases = d["restarts"], d["recycles"], d["cases"]
+        for d in state["buckets"]:
+            sig = signature_from_json(d["signature"])
+            bucket = Bucket(
+                sig,
+                finding_from_json(d["first"]),
+                hits=int(d["hits"]),
+                status=d["status"],
+                path=out / d["path"] if d.get("path") else None,
+                finding=finding_from_json(d["finding"]) if d.get("finding") else None,
+                goal=goal_from_json(d["goal"]) if d.get("goal") else None,
+                raw_signatures=int(d.get("raw_signatures", 1)),
+                shrink_seconds=list(d.get("shrink_seconds", [])),
+                announced=bool(d.get("announced")),
+            )
+            self.buckets[sig.id] = bucket
+        self._raw = dict(state.get("raw", {}))
+        self._quick = dict(state.get("quick", {}))
+        for d in state.get("jobs", []):
+            job = ShrinkJob(
+                raw=signature_from_json(d["raw"]),
+                goal=goal_from_json(d["goal"]),
+                case=case_from_json(d["case"]),
+                outcome=outcome_from_json(d["outcome"]),
+                buffer=bytes.fromhex(d["buffer"]) if d.get("buffer") else None,
+                seconds_to_find=float(d["seconds_to_find"]),
+                cases_to_find=int(d["cases_to_find"]),
+                hits=int(d["hits"]),
+            )
+            self._jobs[job.raw.id] = job
+            self._queue.append(job)
+        # findings published after the last save (NOTE [resume])
+        for d in sorted((out / "findings").glob("*/finding.json")) if (out / "findings").exists() else []:
+            bucket = self.buckets.get(d.parent.name)
+            if bucket is not None and bucket.status == "verified":
+                continue
+            try:
+                finding = finding_from_dir(d.parent)
+            except (OSError, ValueError, KeyError) as e:
+                self._log_internal(f"--- resume: {d.parent}: cannot be read back ({e}); left as it is\n")
+                continue
+            if bucket is None:
+                goal = Goal(finding.signature.verdict, finding.signature.oracle, finding.signature.features)
+                bucket = self.buckets[finding.signature.id] = Bucket(finding.signature, finding, goal=goal)
+            bucket.status, bucket.path, bucket.finding = "verified", d.parent, finding
+            self._remap(bucket.signature.id, bucket.signature.id)
+            self._jobs.pop(bucket.signature.id, None)
+        self._queue = [j for j in self._queue if j.raw.id in self._jobs]
+        pending = out / ".pending"
+        if pending.exists():
+            shutil.rmtree(pending)  # staged but never verified: those buckets are verified again
 
     # ------------------------------------------------------------------------------------ results
+
+    def live(self) -> dict[str, Any]:
+        """The numbers of ``stats.json`` and the live view."""
+        s = self.stats
+        c = self.config
+        elapsed = s.elapsed
+        now = time.monotonic()
+        workers = []
+        for slot in self.slots:
+            h = slot.handle
+            up = now - slot.started
+            workers.append(
+                {
+                    "slot": slot.index,
+                    "pid": h.pid if h is not None else None,
+                    "cases": slot.cases,
+                    "cases_per_second": round(slot.cases_since_start / up, 2) if up > 0 else 0.0,
+                    "restarts": slot.restarts,
+                    "recycles": slot.recycles,
+                    "rss_mb": round(slot.rss_mb, 1),
+                    "doing": "shrinking" if slot.job is not None else ("fuzzing" if h and h.command else "idle"),
+                    "next_position": slot.next,
+                }
+            )
+        verified = sum(b.status == "verified" for b in self.buckets.values())
+        return {
+            "schema_version": 1,
+            "updated": _now(),
+            "seed": c.seed,
+            "torch_version": self.torch_version,
+            "transport": self.transport,
+            "elapsed_seconds": round(elapsed, 3),
+            "remaining_seconds": round(max(0.0, c.duration - elapsed), 3) if c.duration is not None else None,
+            "cases": s.cases,
+            "cases_per_second": round(s.cases / elapsed, 3) if elapsed > 0 else 0.0,
+            "workers": len(self.slots),
+            "worker_stats": workers,
+            "buckets": len(self.buckets),
+            "verified_buckets": verified,
+            "seconds_since_new_bucket": round(elapsed - s.last_bucket_elapsed, 3),
+            "shrinks_queued": len(self._queue),
+            "worker_restarts": s.worker_restarts,
+            "worker_recycles": s.worker_recycles,
+            "crashes": s.verdicts.get("crash", 0),
+            "hangs": s.verdicts.get("hang", 0),
+            "verdicts": {v: s.verdicts.get(v, 0) for v in ALL_VERDICTS},
+            "skipped_by_steering": s.skipped,
+            "invalid_inputs": s.invalid,
+            "internal_errors": s.internal_errors,
+            "coverage": self.coverage.saturation(ALL_FEATURES, TRANSFORMS),
+            "rss_mb": {
+                "driver": round(rss_mb(), 1),
+                "workers": round(sum(w["rss_mb"] for w in workers), 1),
+            },
+            "worker_seconds": {k: round(v, 3) for k, v in s.seconds.items()},
+            "startup_seconds": round(self.startup_seconds, 3) if self.startup_seconds is not None else None,
+            "rss_history": self.rss_history,
+        }
+
+    def write_stats(self, status: str) -> None:
+        atomic_write_json(self.config.out / "stats.json", {"status": status, **self.live()})
 
     def _shrink_stats(self) -> dict[str, Any]:
         seconds = sorted(t for b in self.buckets.values() for t in b.shrink_seconds)
@@ -584,6 +1081,18 @@ class Campaign:
             "python_version": sys.version.split()[0],
             "cases": s.cases,
             "invalid_inputs": s.invalid,
+            "skipped_by_steering": s.skipped,
+            "workers": len(self.slots),
+            "transport": self.transport,
+            "worker_restarts": s.worker_restarts,
+            "worker_recycles": s.worker_recycles,
+            "worker_seconds": {k: round(v, 3) for k, v in s.seconds.items()},
+            "startup_seconds": round(self.startup_seconds, 3) if self.startup_seconds is not None else None,
+            "rss_history": self.rss_history,
+            "coverage": {
+                **self.coverage.saturation(ALL_FEATURES, TRANSFORMS),
+                "cells": self.coverage.to_json()["cells"],
+            },
             "elapsed_seconds": round(elapsed, 3),
             "cases_per_second": round(s.cases / elapsed, 2) if elapsed else 0.0,
             "verdicts": {v: s.verdicts.get(v, 0) for v in ALL_VERDICTS},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import re
 import sys
@@ -107,17 +108,51 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"case runs one shrink may spend on a new finding; 0 publishes findings unshrunk (default {DEFAULT_BUDGET})",
     )
     run.add_argument(
-        "--shrink-in-process",
-        action="store_true",
-        help="shrink new findings in the fuzzing process (repeatable bucket for bucket, slower) instead of a worker "
-        "process that shrinks while fuzzing goes on",
-    )
-    run.add_argument(
         "--shrink-grace",
         type=_duration,
         default=60.0,
         metavar="SECONDS",
         help="at the end, wait this long for queued shrinks; the rest are published unshrunk (default 60 s)",
+    )
+    run.add_argument(
+        "--workers",
+        type=_count,
+        metavar="N",
+        help="worker processes (or Ray actors); 0 runs everything in this process, repeatable case for case "
+        "(default: one per core, or per CPU of the Ray cluster)",
+    )
+    run.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run the workers as Ray actors on the cluster at ADDRESS (HOST:PORT, or 'auto'); needs the ray extra",
+    )
+    run.add_argument(
+        "--resume",
+        type=Path,
+        metavar="OUT",
+        help="continue the campaign in OUT (same seed, buckets, counters, coverage) up to its --duration, or to a "
+        "new total given with --duration",
+    )
+    run.add_argument(
+        "--no-steer",
+        dest="steer",
+        action="store_false",
+        help="draw cases as the strategies give them, without steering toward the least-covered feature x "
+        "transform cells",
+    )
+    run.add_argument(
+        "--recycle-after",
+        type=_positive_int,
+        default=20_000,
+        metavar="N",
+        help="replace a worker after it ran N cases (default 20000)",
+    )
+    run.add_argument(
+        "--max-rss",
+        type=_positive_int,
+        default=4096,
+        metavar="MB",
+        help="replace a worker once its resident memory passes MB MiB (default 4096)",
     )
     render = sub.add_parser(
         "render",
@@ -270,52 +305,99 @@ def _cmd_shrink(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
-    out: Path = args.out or Path("reports") / f"run-{time.strftime('%Y%m%d-%H%M%S')}-seed{seed}"
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(
-            f"affuzz run: --out {out} already exists and is not an empty directory; choose a new one or remove it"
-        )
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"affuzz run: cannot create --out {out} ({e.strerror})") from None
-
     from rich.console import Console
 
-    from .campaign import Campaign, CampaignConfig
+    from .campaign import Campaign, CampaignBusy, CampaignConfig
     from .compare import RegistryError
     from .report import LiveView, summary_table, write_report
+    from .state import StateError, load_state
 
-    console = Console(width=None if sys.stdout.isatty() else 160)
-    duration = args.duration if args.duration is not None or args.max_cases is not None else 60.0
-    try:
-        campaign = Campaign(
-            CampaignConfig(
-                out=out,
-                seed=seed,
-                duration=duration,
-                max_cases=args.max_cases,
-                case_timeout=args.timeout,
-                shrink_budget=args.shrink_budget,
-                shrink_workers=0 if args.shrink_in_process else 1,
-                shrink_grace=args.shrink_grace,
-                strategy_kwargs={},
+    resume = None
+    if args.resume is not None:
+        if args.out is not None or args.seed is not None:
+            raise UsageError("affuzz run: --resume OUT continues that campaign; it takes no --out or --seed")
+        try:
+            resume = load_state(args.resume)
+        except StateError as e:
+            raise UsageError(f"affuzz run: {e}") from None
+        config = CampaignConfig.from_json(args.resume, resume["config"])
+        if args.duration is not None:
+            config.duration, config.max_cases = args.duration, None
+        elif args.max_cases is not None:
+            config.duration, config.max_cases = None, args.max_cases
+        if args.workers is not None:
+            config.workers = args.workers
+        if args.ray is not None:
+            config.ray = args.ray
+        seed, out = config.seed, args.resume
+    else:
+        seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+        out = args.out or Path("reports") / f"run-{time.strftime('%Y%m%d-%H%M%S')}-seed{seed}"
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise UsageError(
+                f"affuzz run: --out {out} already exists and is not an empty directory; choose a new one, remove it, "
+                "or continue it with --resume"
             )
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"affuzz run: cannot create --out {out} ({e.strerror})") from None
+        duration = args.duration if args.duration is not None or args.max_cases is not None else 60.0
+        config = CampaignConfig(
+            out=out,
+            seed=seed,
+            duration=duration,
+            max_cases=args.max_cases,
+            case_timeout=args.timeout,
+            shrink_budget=args.shrink_budget,
+            shrink_grace=args.shrink_grace,
+            strategy_kwargs={},
+            workers=args.workers if args.workers is not None else (os.cpu_count() or 1),
+            ray=args.ray,
+            steer=args.steer,
+            recycle_cases=args.recycle_after,
+            max_rss_mb=float(args.max_rss),
         )
+    if config.ray:
+        try:
+            from .transport import ray_connect
+
+            cpus = ray_connect(config.ray)
+        except ImportError:
+            raise UsageError("affuzz run: --ray needs Ray: pip install -e '.[ray]'") from None
+        except Exception as e:  # noqa: BLE001 (any failure to connect is one line)
+            raise UsageError(f"affuzz run: cannot connect to the Ray cluster at {config.ray!r}: {e}") from None
+        if args.workers is None and resume is None:
+            config.workers = cpus
+        config.workers = max(1, config.workers)
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    try:
+        campaign = Campaign(config, resume=resume)
     except RegistryError as e:
         raise UsageError(str(e)) from None
+    if resume is not None and not campaign.has_work_left():
+        raise UsageError(
+            f"affuzz run: {out} already ran its {config.duration or config.max_cases}"
+            f"{' s' if config.duration else ' cases'}; give a larger total with --duration (e.g. --duration 16h)"
+        )
     console.print(
-        f"affuzz {__version__}: seed {seed}, torch {campaign.torch_version}, writing to {out}", highlight=False
+        f"affuzz {__version__}: {'resuming ' if resume else ''}seed {seed}, torch {campaign.torch_version}, "
+        f"{len(campaign.slots)} {campaign.transport} worker{'s' if len(campaign.slots) != 1 else ''}, writing to {out}",
+        highlight=False,
     )
-    with LiveView(console) as view:
-        campaign.run(on_tick=view.tick)
+    try:
+        with LiveView(console) as view:
+            campaign.run(on_tick=view.tick)
+    except CampaignBusy as e:
+        raise UsageError(f"affuzz run: {e}") from None
     summary = campaign.summary()
     write_report(out, summary)
     console.print(summary_table(summary))
     verified = sum(b["status"] == "verified" for b in summary["buckets"])
     console.print(
-        f"report: {out / 'report.md'}  summary: {out / 'summary.json'}  verified findings: {verified}", highlight=False
+        f"report: {out / 'report.md'}  summary: {out / 'summary.json'}  verified findings: {verified}"
+        f"  (continue with: affuzz run --resume {out} --duration <total>)",
+        highlight=False,
     )
     return EXIT_OK
 

@@ -24,6 +24,7 @@ VERDICTS = (
     "different_errors",
     "hang",  # a side did not finish within the per-case timeout
     "slow",  # values agree, one side far slower (NOTE [slow findings] in fuzzer/render.py)
+    "crash",  # the worker process died running the case (NOTE [campaign driver] in fuzzer/campaign.py)
 )
 #: Verdicts that are findings (``expected`` and ``consistent`` are not).
 FINDING_VERDICTS = VERDICTS[1:]

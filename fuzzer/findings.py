@@ -154,12 +154,16 @@ def verify_and_publish(
 ) -> tuple[bool, Path]:
     """Run the staged repro in a fresh process (a fork-server child when ``server`` is given, see NOTE
     [verification fork server]); publish it as a finding if it exited 1 *and* printed the same verdict
-    (an unexpected crash also exits 1). A ``hang`` is verified by a plain run that does not finish within
+    (an unexpected crash also exits 1). A ``crash`` is verified by a plain run killed by a signal. A ``hang`` is verified by a plain run that does not finish within
     twice the per-case timeout, plus start-up. Returns (verified, final dir)."""
     verdict = finding.signature.verdict
     if verdict == "hang":
         result = run_repro(staged / "repro.py", python=python, timeout=2 * (case_timeout or 60.0) + 30)
         verified = result["exit_code"] is None
+    elif verdict == "crash":
+        # a worker died on this case (NOTE [campaign driver]): the repro must die by a signal too
+        result = run_repro(staged / "repro.py", python=python, timeout=2 * (case_timeout or 60.0) + 30)
+        verified = result["exit_code"] is not None and result["exit_code"] < 0
     else:
         if server is not None:
             code, output, seconds = server.run(staged / "repro.py")

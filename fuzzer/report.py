@@ -13,7 +13,9 @@ from rich.table import Table
 from rich.text import Text
 
 from .campaign import Campaign
+from .case import TRANSFORMS
 from .compare import FINDING_VERDICTS
+from .features import ALL_FEATURES
 from .fsutil import atomic_write_json, atomic_write_text
 
 
@@ -23,16 +25,51 @@ def status_line(c: Campaign) -> str:
     v = s.verdicts
     findings = sum(v[k] for k in FINDING_VERDICTS)
     verified = sum(b.status == "verified" for b in c.buckets.values())
+    cov = c.coverage.saturation(ALL_FEATURES, TRANSFORMS)
     return (
-        f"#{s.cases}\telapsed: {s.elapsed:.0f}s cases/s: {s.rate:.1f} consistent: {v['consistent']}"
-        f" expected: {v['expected']} findings: {findings} buckets: {len(c.buckets)} (verified {verified})"
+        f"#{s.cases}\telapsed: {s.elapsed:.0f}s cases/s: {s.rate:.1f} workers: {len(c.slots)}"
+        f" consistent: {v['consistent']} expected: {v['expected']} findings: {findings}"
+        f" buckets: {len(c.buckets)} (verified {verified}) restarts: {s.worker_restarts}"
+        f" cov: {cov['cells_covered']}/{cov['cells_possible']} cells, {cov['skeletons']} stacks"
         + (f" internal_errors: {s.internal_errors}" if s.internal_errors else "")
         + (f" {c.shrinking}" if c.shrinking else "")
     )
 
 
+def _compact(n: int) -> str:
+    return "." if n == 0 else str(n) if n < 1000 else f"{n / 1000:.0f}k" if n < 10**6 else f"{n / 10**6:.0f}M"
+
+
+def coverage_grid(c: Campaign) -> Table:
+    """NOTE [coverage cells]: cases per feature tag x transform; uncovered cells dim, the rarest covered
+    ones highlighted (steering sends cases there, NOTE [steering])."""
+    cells = c.coverage.cells
+    counts = sorted(cells.values())
+    rare = counts[len(counts) // 10] if counts else 0
+    cov = c.coverage.saturation(ALL_FEATURES, TRANSFORMS)
+    t = Table(
+        title=f"coverage: {cov['cells_covered']}/{cov['cells_possible']} cells, {cov['skeletons']} stacks, "
+        f"{cov['cases_since_new_cell']} cases since a new cell",
+        box=None,
+        pad_edge=False,
+        padding=(0, 1),
+    )
+    t.add_column("feature \\ transform")
+    short = {"autograd_grad": "ag_grad", "forward_ad": "fwd_ad", "linearize": "linrz"}
+    for name in TRANSFORMS:
+        t.add_column(short.get(name, name), justify="right")
+    for tag in ALL_FEATURES:
+        row = []
+        for name in TRANSFORMS:
+            n = cells.get((tag, name), 0)
+            style = "dim" if n == 0 else ("bold yellow" if n <= rare else "")
+            row.append(Text(_compact(n), style=style))
+        t.add_row(tag, *row)
+    return t
+
+
 class LiveView:
-    """A rich Live panel on a terminal, a plain status line every ``plain_interval`` seconds otherwise."""
+    """A rich Live dashboard on a terminal, a plain status line every ``plain_interval`` seconds otherwise."""
 
     def __init__(self, console: Console, plain_interval: float = 10.0) -> None:
         self.console = console
@@ -42,7 +79,7 @@ class LiveView:
 
     def __enter__(self) -> LiveView:
         if self.console.is_terminal:
-            self._live = Live(console=self.console, refresh_per_second=4, transient=True)
+            self._live = Live(console=self.console, refresh_per_second=2, transient=True)
             self._live.__enter__()
         return self
 
@@ -52,46 +89,67 @@ class LiveView:
 
     def tick(self, c: Campaign) -> None:
         if self._live is not None:
-            self._live.update(self._panel(c))
+            self._live.update(dashboard(c))
         elif time.monotonic() - self._last_plain >= self.plain_interval:
             self._last_plain = time.monotonic()
             self.console.print(status_line(c), highlight=False)
 
-    def _panel(self, c: Campaign) -> Group:
-        s = c.stats
-        cfg = c.config
-        limit = []
-        if cfg.duration is not None:
-            limit.append(f"{max(0.0, cfg.duration - s.elapsed):.0f}s left")
-        if cfg.max_cases is not None:
-            limit.append(f"{max(0, cfg.max_cases - s.cases)} cases left")
-        head = Text(
-            f"affuzz  seed {cfg.seed}  torch {c.torch_version}  {s.elapsed:.0f}s elapsed ({', '.join(limit)})  "
-            f"cases {s.cases}  {s.rate:.1f} cases/s",
-            style="bold",
+
+def dashboard(c: Campaign) -> Group:
+    """The live view: time, throughput per worker, verdicts, buckets, restarts, coverage."""
+    live = c.live()
+    cfg = c.config
+    left = []
+    if live["remaining_seconds"] is not None:
+        left.append(f"{live['remaining_seconds']:.0f}s left")
+    if cfg.max_cases is not None:
+        left.append(f"{max(0, cfg.max_cases - live['cases'])} cases left")
+    head = Text(
+        f"affuzz  seed {cfg.seed}  torch {c.torch_version}  {live['workers']} {live['transport']} workers  "
+        f"{live['elapsed_seconds']:.0f}s elapsed ({', '.join(left) or 'no limit'})  cases {live['cases']}  "
+        f"{live['cases_per_second']:.1f} cases/s  restarts {live['worker_restarts']}  "
+        f"recycled {live['worker_recycles']}  RSS {live['rss_mb']['driver'] + live['rss_mb']['workers']:.0f} MiB",
+        style="bold",
+    )
+    workers = Table(box=None, pad_edge=False, padding=(0, 1))
+    for col in ("worker", "pid", "doing", "cases", "cases/s", "restarts", "RSS MiB"):
+        workers.add_column(col, justify="right" if col not in ("doing",) else "left")
+    for w in live["worker_stats"]:
+        workers.add_row(
+            str(w["slot"]),
+            str(w["pid"]),
+            w["doing"],
+            str(w["cases"]),
+            f"{w['cases_per_second']:.1f}",
+            str(w["restarts"]),
+            f"{w['rss_mb']:.0f}",
         )
-        t = Table(box=None, show_header=True, pad_edge=False)
-        for v in s.verdicts:
-            t.add_column(v)
-        t.add_row(*[str(n) for n in s.verdicts.values()])
-        b = Table(title=f"buckets: {len(c.buckets)}", show_header=True)
-        for col in ("bucket", "transforms", "essential features", "hits", "repro lines", "status"):
-            b.add_column(col)
-        for bucket in list(c.buckets.values())[-8:]:
-            sig = bucket.signature
-            lines = bucket.published.shrink
-            b.add_row(
-                sig.id,
-                ">".join(sig.skeleton),
-                ", ".join(sig.features) or "-",
-                str(bucket.hits),
-                f"{lines.get('lines_before', '?')} -> {lines.get('lines_after', '?')}",
-                bucket.status,
-            )
-        parts: list[Any] = [head, t, b]
-        if c.shrinking:
-            parts.insert(1, Text(c.shrinking, style="yellow"))
-        return Group(*parts)
+    verdicts = Table(box=None, pad_edge=False, padding=(0, 1))
+    for v in live["verdicts"]:
+        verdicts.add_column(v, justify="right")
+    verdicts.add_row(*[str(n) for n in live["verdicts"].values()])
+    b = Table(
+        title=f"buckets: {live['buckets']} ({live['verified_buckets']} verified), last new one "
+        f"{live['seconds_since_new_bucket']:.0f}s ago",
+        show_header=True,
+    )
+    for col in ("bucket", "transforms", "essential features", "hits", "repro lines", "status"):
+        b.add_column(col)
+    for bucket in list(c.buckets.values())[-6:]:
+        sig = bucket.signature
+        lines = bucket.published.shrink
+        b.add_row(
+            sig.id,
+            ">".join(sig.skeleton),
+            ", ".join(sig.features) or "-",
+            str(bucket.hits),
+            f"{lines.get('lines_before', '?')} -> {lines.get('lines_after', '?')}",
+            bucket.status,
+        )
+    parts: list[Any] = [head, workers, verdicts, b, coverage_grid(c)]
+    if c.shrinking:
+        parts.insert(1, Text(c.shrinking, style="yellow"))
+    return Group(*parts)
 
 
 def _shrink_text(b: dict[str, Any]) -> str:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 from conftest import run_script
@@ -10,7 +12,6 @@ from conftest import run_script
 from fuzzer.campaign import Campaign, CampaignConfig
 from fuzzer.cli import main
 from fuzzer.features import ALL_FEATURES
-from strategies import cases
 
 REQUIRED = {
     "verdict",
@@ -44,6 +45,10 @@ def _finding_checks(summary: dict) -> int:
     return main + sum(c.get(v, 0) for c in summary["metamorphic_verdicts"].values() for v in verdicts)
 
 
+def _events(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+
+
 def _check_finding_dir(d: Path) -> dict:
     assert {p.name for p in d.iterdir()} >= {"case.json", "repro.py", "finding.json"}
     record = json.loads((d / "finding.json").read_text())
@@ -58,9 +63,9 @@ def _check_finding_dir(d: Path) -> dict:
 
 
 def test_planted_vmap_rule_bug_is_found_verified_and_bucketed(tmp_path: Path) -> None:
-    strategy = cases(vmap_rules=["custom_wrong"], transforms=["vmap", "grad"], max_depth=2, outer_autograd=False)
+    kwargs = {"vmap_rules": ["custom_wrong"], "transforms": ["vmap", "grad"], "max_depth": 2, "outer_autograd": False}
     campaign = Campaign(
-        CampaignConfig(out=tmp_path, seed=7, duration=None, max_cases=12, strategy=strategy, shrink_budget=120)
+        CampaignConfig(out=tmp_path, seed=7, duration=None, max_cases=12, strategy_kwargs=kwargs, shrink_budget=120)
     )
     campaign.run()
     summary = campaign.summary()
@@ -107,10 +112,14 @@ def test_same_seed_same_campaign(tmp_path: Path) -> None:
 
 
 def test_float32_disagreement_that_persists_in_float64_is_reported(tmp_path: Path) -> None:
-    strategy = cases(
-        vmap_rules=["custom_wrong"], transforms=["vmap"], max_depth=1, outer_autograd=False, dtypes=["float32"]
-    )
-    campaign = Campaign(CampaignConfig(out=tmp_path, seed=3, duration=None, max_cases=6, strategy=strategy))
+    kwargs = {
+        "vmap_rules": ["custom_wrong"],
+        "transforms": ["vmap"],
+        "max_depth": 1,
+        "outer_autograd": False,
+        "dtypes": ["float32"],
+    }
+    campaign = Campaign(CampaignConfig(out=tmp_path, seed=3, duration=None, max_cases=6, strategy_kwargs=kwargs))
     campaign.run()
     summary = campaign.summary()
     assert summary["float32_noise"] == 0
@@ -122,33 +131,32 @@ def test_float32_disagreement_that_persists_in_float64_is_reported(tmp_path: Pat
     assert drawn["inputs"]["dtype"] == "float32"
 
 
-def test_background_shrinking_survives_a_killed_worker(tmp_path: Path) -> None:
-    """NOTE [background shrinking]: findings shrink in a worker process; when that process dies mid-shrink
-    (killed here, as a segfaulting candidate would kill it), the finding is published unshrunk, a fresh
-    worker takes the next one, and every finding is still counted."""
-    import os
-    import signal
-
+def test_a_worker_killed_mid_shrink_is_replaced_and_the_finding_kept(tmp_path: Path) -> None:
+    """NOTE [campaign driver]: shrink jobs run in the fuzz workers; when one dies mid-shrink (killed here,
+    as a segfaulting candidate would kill it), the finding is published unshrunk, a fresh worker takes the
+    slot, and every finding is still counted."""
     kwargs = {"vmap_rules": ["custom_wrong"], "transforms": ["vmap", "grad"], "max_depth": 2, "outer_autograd": False}
     config = CampaignConfig(
-        out=tmp_path, seed=7, duration=None, max_cases=10, shrink_workers=1, shrink_budget=80, strategy_kwargs=kwargs
+        out=tmp_path, seed=7, duration=None, max_cases=10, workers=1, shrink_budget=80, strategy_kwargs=kwargs
     )
     campaign = Campaign(config)
     killed: list[int] = []
 
     def tick(c: Campaign) -> None:
-        pool = c._shrink_pool
-        if not killed and c._inflight is not None and pool is not None and pool._processes:
-            pid = next(iter(pool._processes))
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
+        slot = c.slots[0]
+        if not killed and slot.job is not None and slot.handle is not None and slot.handle.pid:
+            os.kill(slot.handle.pid, signal.SIGKILL)
+            killed.append(slot.handle.pid)
 
     campaign.run(on_tick=tick, tick_seconds=0.0)
     summary = campaign.summary()
-    assert killed and summary["shrink"]["worker_crashes"] == 1
+    assert killed and summary["shrink"]["worker_crashes"] == 1 and summary["worker_restarts"] == 1
+    assert summary["cases"] == 10
     assert sum(b["hits"] for b in summary["buckets"]) == _finding_checks(summary)
     shrunk = [b for b in summary["buckets"] if b["status"] == "verified" and b["shrink_seconds"][0] > 0]
     assert shrunk, summary["buckets"]  # shrinks after the crash went on in a fresh worker
     for b in summary["buckets"]:
         assert b["status"] == "verified"
         _check_finding_dir(tmp_path / b["path"])
+    restarts = [e for e in _events(tmp_path) if e["event"] == "worker_restart"]
+    assert len(restarts) == 1 and "SIGKILL" in restarts[0]["reason"] and restarts[0]["old_pid"] == killed[0]

@@ -9,7 +9,6 @@ from fuzzer.campaign import Campaign, CampaignConfig
 from fuzzer.case import Case
 from fuzzer.execute import run_case, run_source
 from fuzzer.render import render
-from strategies import cases
 
 
 def test_timeout_turns_a_case_into_a_hang(planted_case: Case) -> None:
@@ -31,9 +30,9 @@ def test_slow_side_is_a_slow_finding(planted_case: Case) -> None:
 
 def test_spurious_hang_is_not_reported(tmp_path: Path) -> None:
     """A 'hang' caused only by a tiny limit does not reproduce in a fresh process, so it is not reported."""
-    strategy = cases(transforms=["grad"], max_depth=1, outer_autograd=False, styles=["setup_context"])
+    kwargs = {"transforms": ["grad"], "max_depth": 1, "outer_autograd": False, "styles": ["setup_context"]}
     campaign = Campaign(
-        CampaignConfig(out=tmp_path, seed=1, duration=None, max_cases=1, strategy=strategy, case_timeout=1e-4)
+        CampaignConfig(out=tmp_path, seed=1, duration=None, max_cases=1, strategy_kwargs=kwargs, case_timeout=1e-4)
     )
     campaign.run()
     summary = campaign.summary()

@@ -1,0 +1,245 @@
+"""Campaign throughput benchmark: overhead over bare torch work, cases/s per core, 2-worker speed-up,
+memory over time, and where a worker's time goes.
+
+* **Overhead ratio**: a campaign (``affuzz run --workers 1 --max-cases N``) against the bare torch work
+  of the very same cases. The cases are regenerated from the run's worker streams (NOTE [worker
+  streams]: a stream position names a case, and steering is replayed the way the worker decided), each
+  rendered and loaded beforehand, and only the two sides of every oracle that applies are timed: no
+  Hypothesis, no comparison, no bookkeeping. ratio = worker core-seconds per case / bare seconds per
+  case, where core-seconds = (wall time after start-up) x workers. Shown with and without the time the
+  workers spent in shrink jobs.
+* **Speed-up**: the same seed for ``--duration D`` with ``--workers 1`` and ``--workers 2``; steady-state
+  cases/s (after start-up) of the two. Shrinking is off in these two runs (``--shrink-budget 0``) so
+  they measure the fuzz loop; shrinking has its own benchmark (``bench/shrink_bench.py``).
+* **Memory**: the driver's and workers' resident memory over a run (``rss_history`` in stats.json).
+* **Profile**: ``cProfile`` of one worker's fuzz loop in this process, time grouped by where it went.
+
+``--from-run OUT`` measures the overhead ratio of an existing campaign instead (e.g. a 30-minute one):
+every ``--sample``-th case of each worker stream is timed bare.
+
+    python bench/scale_bench.py [--duration 120] [--cases 300] [--seed 1]
+    python bench/scale_bench.py --from-run reports/long --sample 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import pstats
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from fuzzer.coverage import Coverage, Steering  # noqa: E402
+from fuzzer.features import features  # noqa: E402
+from fuzzer.oracles import applicable  # noqa: E402
+from fuzzer.render import render  # noqa: E402
+from fuzzer.worker import Decoder, Fuzz, Worker, WorkerInit  # noqa: E402
+
+
+def stream_cases(seed: int, slot: int, kwargs: dict[str, Any], count: int, skip: set[int], steer: bool):
+    """The cases slot ``slot`` ran, in order, as (position, case): decoding and steering replayed as the
+    worker does them (NOTE [worker streams]), for the first ``count`` cases."""
+    decoder = Decoder(seed, kwargs)
+    coverage = Coverage()
+    steering = Steering(coverage, seed=f"{seed}/{slot}") if steer else None
+    k = 0
+    out = []
+    while len(out) < count:
+        pos, k = k, k + 1
+        if pos in skip:
+            continue
+        case = decoder.draw(slot, pos)
+        if case is None:
+            continue
+        tags, names = features(case), tuple(t.name for t in case.transforms)
+        if steering is not None and not steering.accept(tags, names):
+            continue
+        coverage.add(tags, names)
+        out.append((pos, case))
+    return out
+
+
+def bare_seconds(case: Any) -> float:
+    """The torch work of ``case``: both sides of every oracle that applies, on fresh inputs; the scripts
+    are rendered and loaded before the clock starts."""
+    total = 0.0
+    for oracle in applicable(case):
+        ns: dict[str, Any] = {"__name__": "bare"}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            exec(compile(render(case, oracle=oracle), "<bare>", "exec"), ns)  # noqa: S102
+            for _, mode, requires_grad in ns["SIDES"]:
+                args = [x.requires_grad_(requires_grad) for x in ns["inputs"]()]
+                start = time.perf_counter()
+                try:
+                    mode(*args)
+                except Exception:  # noqa: BLE001 (an error is a result too: its time counts)
+                    pass
+                total += time.perf_counter() - start
+    return total
+
+
+def affuzz(out: Path, *args: str) -> dict[str, Any]:
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [sys.executable, "-m", "fuzzer", "run", "--out", str(out), *args]
+    subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    return json.loads((out / "summary.json").read_text())
+
+
+def steady_rate(summary: dict[str, Any]) -> float:
+    wall = summary["elapsed_seconds"] - (summary.get("startup_seconds") or 0.0)
+    return summary["cases"] / wall
+
+
+def overhead(out: Path, summary: dict[str, Any], sample: int) -> dict[str, Any]:
+    """Overhead ratio of the campaign in ``out`` (its state.json names the streams)."""
+    state = json.loads((out / "state.json").read_text())
+    cfg = state["config"]
+    bare: list[float] = []
+    for slot in state["slots"]:
+        cases = stream_cases(
+            cfg["seed"], slot["index"], cfg["strategy_kwargs"], slot["cases"], set(slot["skip"]), cfg["steer"]
+        )
+        bare += [bare_seconds(case) for i, (_, case) in enumerate(cases) if i % sample == 0]
+    bare_per_case = statistics.fmean(bare)
+    workers = summary["workers"]
+    core_seconds = (summary["elapsed_seconds"] - (summary.get("startup_seconds") or 0.0)) * workers
+    shrink = summary["worker_seconds"].get("shrink", 0.0)
+    per_case = core_seconds / summary["cases"]
+    return {
+        "cases": summary["cases"],
+        "workers": workers,
+        "bare_cases_timed": len(bare),
+        "bare_seconds_per_case": round(bare_per_case, 5),
+        "core_seconds_per_case": round(per_case, 5),
+        "overhead_ratio": round(per_case / bare_per_case, 3),
+        "overhead_ratio_without_shrinking": round((core_seconds - shrink) / summary["cases"] / bare_per_case, 3),
+        "worker_seconds": summary["worker_seconds"],
+    }
+
+
+def profile(seed: int, cases: int) -> dict[str, Any]:
+    """Where one worker's time goes (cProfile of ``Worker.fuzz`` in this process), by tottime."""
+    worker = Worker(WorkerInit(slot=0, seed=seed))
+    worker.fuzz(Fuzz(start=0, max_cases=30, seconds=1e9))  # warm: first calls pay imports and set-up
+    prof = cProfile.Profile()
+    prof.enable()
+    worker.fuzz(Fuzz(start=10_000, max_cases=cases, seconds=1e9))
+    prof.disable()
+    stats = pstats.Stats(prof)
+    groups: dict[str, float] = {}
+    for (filename, _, name), (_, _, tottime, _, _) in stats.stats.items():  # type: ignore[attr-defined]
+        if "hypothesis" in filename:
+            g = "hypothesis (decoding cases)"
+        elif name == "<built-in method builtins.compile>" or (filename == "~" and "compile" in name):
+            g = "compile (rendered scripts)"
+        elif filename.startswith("<affuzz"):
+            g = "rendered script (python lines)"
+        elif "/torch/" in filename or filename == "~":
+            g = "torch (python and C++)"
+        elif "/fuzzer/" in filename or "/strategies/" in filename:
+            g = "affuzz (render, classify, ablate...)"
+        else:
+            g = "other python"
+        groups[g] = groups.get(g, 0.0) + tottime
+    total = sum(groups.values())
+    top = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:12]  # type: ignore[attr-defined]
+    return {
+        "cases": cases,
+        "seconds": round(total, 3),
+        "share": {g: round(t / total, 3) for g, t in sorted(groups.items(), key=lambda kv: -kv[1])},
+        "top_tottime": [
+            {"function": f"{Path(fn).name}:{line}({name})", "seconds": round(v[2], 3)} for (fn, line, name), v in top
+        ],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--duration", type=float, default=120.0, help="seconds of each speed-up run")
+    p.add_argument("--cases", type=int, default=300, help="cases of the overhead run")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--sample", type=int, default=1, help="time every N-th case bare")
+    p.add_argument("--from-run", type=Path, metavar="OUT", help="measure an existing campaign's overhead only")
+    p.add_argument("--out", type=Path, default=ROOT / "reports" / "bench-scale")
+    p.add_argument("--results", type=Path, default=ROOT / "bench" / "results.json")
+    args = p.parse_args(argv)
+    import torch
+
+    result: dict[str, Any] = {"cores": os.cpu_count()}
+    if args.from_run is not None:
+        summary = json.loads((args.from_run / "summary.json").read_text())
+        result["run"] = {
+            "out": str(args.from_run),
+            "elapsed_seconds": summary["elapsed_seconds"],
+            "cases_per_second": summary["cases_per_second"],
+            "rss_history": summary.get("rss_history"),
+        }
+        result["overhead"] = overhead(args.from_run, summary, args.sample)
+        key = "scale_long_run"
+    else:
+        s = str(args.seed)
+        one = affuzz(args.out / "overhead", "--workers", "1", "--max-cases", str(args.cases), "--seed", s)
+        result["overhead"] = overhead(args.out / "overhead", one, args.sample)
+        d = str(args.duration)
+        w1 = affuzz(args.out / "w1", "--workers", "1", "--duration", d, "--seed", s, "--shrink-budget", "0")
+        w2 = affuzz(args.out / "w2", "--workers", "2", "--duration", d, "--seed", s, "--shrink-budget", "0")
+        r1, r2 = steady_rate(w1), steady_rate(w2)
+        result["speedup"] = {
+            "duration": args.duration,
+            "cases_per_second_1_worker": round(r1, 3),
+            "cases_per_second_2_workers": round(r2, 3),
+            "cases_per_second_per_core": round(r2 / 2, 3),
+            "speedup_2_over_1": round(r2 / r1, 3),
+            "startup_seconds": [w1.get("startup_seconds"), w2.get("startup_seconds")],
+        }
+        result["rss_history_2_workers"] = w2.get("rss_history")
+        result["profile"] = profile(args.seed, min(args.cases, 150))
+        key = "scale"
+    results = json.loads(args.results.read_text()) if args.results.exists() else {}
+    results.setdefault(key, {})[torch.__version__] = result
+    args.results.write_text(json.dumps(results, indent=2) + "\n")
+
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"affuzz campaign benchmark, torch {torch.__version__}, {os.cpu_count()} cores")
+    t.add_column("measure")
+    t.add_column("value", justify="right")
+    o = result["overhead"]
+    t.add_row("bare torch seconds per case", f"{o['bare_seconds_per_case']:.4f} ({o['bare_cases_timed']} cases)")
+    t.add_row("worker core-seconds per case", f"{o['core_seconds_per_case']:.4f} ({o['workers']} workers)")
+    t.add_row("overhead ratio (all)", f"{o['overhead_ratio']:.2f}")
+    t.add_row("overhead ratio (without shrink jobs)", f"{o['overhead_ratio_without_shrinking']:.2f}")
+    if "speedup" in result:
+        sp = result["speedup"]
+        t.add_row("cases/s, 1 worker", f"{sp['cases_per_second_1_worker']:.2f}")
+        t.add_row("cases/s, 2 workers", f"{sp['cases_per_second_2_workers']:.2f}")
+        t.add_row("cases/s per core", f"{sp['cases_per_second_per_core']:.2f}")
+        t.add_row("speed-up, 2 workers over 1", f"{sp['speedup_2_over_1']:.2f}")
+        for g, share in result["profile"]["share"].items():
+            t.add_row(f"profile: {g}", f"{100 * share:.0f} %")
+    history = result.get("rss_history_2_workers") or (result.get("run") or {}).get("rss_history") or []
+    if history:
+        totals = [d + w for _, d, w in history]
+        t.add_row(
+            "RSS MiB driver+workers: first, last, peak",
+            f"{totals[0]:.0f}, {totals[-1]:.0f}, {max(totals):.0f} ({len(totals)} samples)",
+        )
+    Console().print(t)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,384 @@
+"""What a fuzz worker does: draw cases from its stream, run them under every oracle, classify, ablate
+new findings; and, when the driver asks, shrink a finding (a *job*).
+
+The same :class:`Worker` runs in the driver's own process (``--workers 0``), in a local worker process
+(:mod:`fuzzer.transport`) or in a Ray actor; it never writes under OUT (the driver is the only writer).
+
+NOTE [worker streams]
+Slot ``w`` of a campaign with seed ``S`` draws its cases from its own stream: case ``k`` is decoded
+(Hypothesis's ``fuzz_one_input``, NOTE [driving Hypothesis] in :mod:`fuzzer.campaign`) from the
+bytes of ``random.Random(f"{S}/{w}/{k}")``. A position is a complete name for a case: a restarted or
+resumed worker continues its slot's stream at the first position the driver has no report for, a
+crash is attributed to ``(w, k)``, and ``bench/`` regenerates the cases of a run without running it.
+Steering (NOTE [steering] in :mod:`fuzzer.coverage`) may skip a position; it decides from the counts the
+worker started from and the cases it ran itself, so one worker's run with one seed repeats exactly.
+
+NOTE [worker protocol]
+The driver sends a worker one command at a time: :class:`Fuzz` (run cases from a position for up to
+some seconds or cases) or :class:`Job` (shrink one new finding). While working, the worker calls
+``beat(what)`` before every case run (``("case", k)`` for a drawn case, ``("job", id)`` in a job); a
+local worker process forwards each beat to the driver, which is how the driver knows which case was
+running when a process died or went silent (a hang that SIGALRM could not interrupt). The answer,
+:class:`FuzzResult` or :class:`JobResult`, comes when the command is done, so a worker that dies loses
+the reports of the command it was running: the driver re-runs that command from its first position,
+skipping the case that killed the worker.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+from .case import Case
+from .compare import FINDING_VERDICTS, classify, load_registry
+from .coverage import Coverage, Steering
+from .execute import Outcome, run_case, triage_source
+from .features import features
+from .oracles import applicable
+from .reduce import is_subsequence, to_skeleton
+from .render import render
+from .shrink import Goal, Shrinker, fingerprint
+from .signature import Signature, signature, skeleton
+
+BUFFER_BYTES = 2048
+
+# NOTE [hypothesis settings]
+# Campaigns run Hypothesis under this explicit profile, never the one Hypothesis picks by itself (on CI,
+# where the CI variable is set, that is the ``ci`` profile, which derandomizes and would change what a
+# seed means). The example database is a directory under OUT (``OUT/hypothesis``) when the worker can
+# reach OUT, and only a cache: nothing in a campaign reads it back as a source of truth.
+PROFILE = "affuzz-campaign"
+settings.register_profile(
+    PROFILE,
+    database=None,
+    deadline=None,
+    derandomize=False,
+    print_blob=False,
+    suppress_health_check=list(HealthCheck),
+)
+
+
+def stream_buffer(seed: int, slot: int, k: int) -> bytes:
+    """NOTE [worker streams]: the bytes case ``k`` of slot ``slot`` is decoded from."""
+    return random.Random(f"{seed}/{slot}/{k}").randbytes(BUFFER_BYTES)
+
+
+def quick_key(verdict: str, oracle: str, case: Case, fp: str) -> str:
+    """NOTE [signature memo]: what makes two occurrences the same bug without ablating again."""
+    return f"{verdict}|{oracle}|{'>'.join(skeleton(case))}|{'+'.join(features(case))}|{fp}"
+
+
+def rss_mb(pid: int | str = "self") -> float:
+    """Resident set size of a process in MiB (Linux ``/proc``; 0.0 where it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/statm", encoding="ascii") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+# ------------------------------------------------------------------------------------- messages
+
+
+@dataclass(frozen=True)
+class WorkerInit:
+    slot: int
+    seed: int
+    strategy_kwargs: dict[str, Any] = field(default_factory=dict)
+    case_timeout: float | None = 60.0
+    coverage: dict[str, Any] | None = None  # Coverage.to_json() the worker starts steering from
+    steer: bool = True
+    recycle_cases: int | None = None  # answer ``recycle`` after this many cases
+    max_rss_mb: float | None = None  # ... or once the process is larger than this
+    database: str | None = None  # Hypothesis example database directory (a cache; None: none)
+
+
+@dataclass(frozen=True)
+class Fuzz:
+    start: int  # first stream position
+    max_cases: int  # run at most this many cases
+    seconds: float  # stop starting new cases after this long
+    skip: frozenset[int] = frozenset()  # positions not to run (cases that killed a worker)
+    careful: bool = False  # no steering (re-running positions after a crash)
+    span: int | None = None  # look at most this many positions (1: exactly ``start``)
+
+
+@dataclass(frozen=True)
+class RawFinding:
+    """A finding as a worker saw it. ``raw``, ``case`` and ``outcome`` are None when this worker already
+    reported the same ``quick`` key (the driver counts it as a hit)."""
+
+    oracle: str
+    verdict: str
+    quick: str
+    fingerprint: str
+    raw: Signature | None = None
+    case: Case | None = None
+    outcome: Outcome | None = None
+
+
+@dataclass(frozen=True)
+class CaseReport:
+    k: int
+    features: tuple[str, ...]
+    transforms: tuple[str, ...]
+    verdicts: tuple[tuple[str, str, str | None], ...]  # (oracle, verdict, limitation)
+    findings: tuple[RawFinding, ...] = ()
+    float32_noise: int = 0
+    internal_errors: tuple[str, ...] = ()
+    seconds: float = 0.0  # the whole case: its oracles, float64 re-checks, ablation
+    torch_seconds: float = 0.0  # running the rendered scripts of the case's oracles once each
+    generate_seconds: float = 0.0  # decoding it (and the draws steering skipped before it)
+
+
+@dataclass(frozen=True)
+class FuzzResult:
+    reports: tuple[CaseReport, ...]
+    next: int  # the first stream position not yet drawn
+    skipped: int = 0  # draws steering did not run
+    invalid: int = 0  # buffers that decoded to no case
+    recycle: str | None = None  # why the worker asks to be replaced
+    rss_mb: float = 0.0
+
+
+@dataclass(frozen=True)
+class Job:
+    """Shrink a new finding (NOTE [shrinking]) unless an existing bucket already shows its bug."""
+
+    id: str  # the raw signature id
+    goal: Goal
+    case: Case
+    buffer: bytes | None
+    budget: int
+    buckets: tuple[tuple[str, Goal, tuple[str, ...]], ...] = ()  # (id, goal, skeleton) of buckets so far
+
+
+@dataclass(frozen=True)
+class JobResult:
+    id: str
+    same_as: str | None = None  # the bucket whose bug this is
+    case: Case | None = None  # the shrunk case
+    outcome: Outcome | None = None  # of the shrunk case
+    info: dict[str, Any] = field(default_factory=dict)  # runs, seconds, steps, exhausted
+    triage: tuple[str, str] | None = None  # (label, detail) for a value_mismatch
+    error: str | None = None  # the job failed (traceback); the finding is published unshrunk
+    seconds: float = 0.0
+
+
+Beat = Callable[[tuple[str, Any]], None]
+
+
+# --------------------------------------------------------------------------------------- worker
+
+
+class Decoder:
+    """Stream positions -> cases (torch-free: the driver decodes the case that killed a worker)."""
+
+    def __init__(self, seed: int, strategy_kwargs: dict[str, Any], database: str | None = None) -> None:
+        from strategies import cases
+
+        self.seed = seed
+        self.strategy = cases(**strategy_kwargs)
+        self._drawn: list[Case] = []
+        db = DirectoryBasedExampleDatabase(database) if database else None
+        profile = settings(settings.get_profile(PROFILE), database=db)
+
+        @profile
+        @given(self.strategy)
+        def target(case: Case) -> None:
+            self._drawn.append(case)
+
+        self._decode = target.hypothesis.fuzz_one_input
+
+    def draw(self, slot: int, k: int) -> Case | None:
+        """Case ``k`` of slot ``slot``'s stream (None when its bytes decode to no case)."""
+        self._drawn.clear()
+        self._decode(stream_buffer(self.seed, slot, k))
+        return self._drawn[-1] if self._drawn else None
+
+
+class Worker:
+    def __init__(self, init: WorkerInit, beat: Beat | None = None) -> None:
+        self.init = init
+        self.beat: Beat = beat or (lambda what: None)
+        self.registry = load_registry()
+        self.decoder = Decoder(init.seed, init.strategy_kwargs, init.database)
+        self.strategy = self.decoder.strategy
+        self.coverage = Coverage.from_json(init.coverage) if init.coverage else Coverage()
+        self.steering = Steering(self.coverage, seed=f"{init.seed}/{init.slot}") if init.steer else None
+        self.cases_run = 0
+        self._seen: set[str] = set()  # quick keys this worker reported in full
+        self._current: tuple[str, Any] = ("idle", None)  # what a beat reports (NOTE [worker protocol])
+
+    def draw(self, k: int) -> Case | None:
+        """Case ``k`` of this worker's stream (None when its bytes decode to no case)."""
+        return self.decoder.draw(self.init.slot, k)
+
+    def handle(self, command: Fuzz | Job) -> FuzzResult | JobResult:
+        return self.fuzz(command) if isinstance(command, Fuzz) else self.job(command)
+
+    def fuzz(self, cmd: Fuzz) -> FuzzResult:
+        deadline = time.monotonic() + cmd.seconds
+        reports: list[CaseReport] = []
+        k, skipped, invalid, generate = cmd.start, 0, 0, 0.0
+        recycle = None
+        while len(reports) < cmd.max_cases and (not reports or time.monotonic() < deadline):
+            if cmd.span is not None and k - cmd.start >= cmd.span:
+                break
+            pos = k
+            k += 1
+            if pos in cmd.skip:
+                continue
+            t0 = time.perf_counter()
+            case = self.draw(pos)
+            if case is None:
+                invalid += 1
+                generate += time.perf_counter() - t0
+                continue
+            tags, names = features(case), tuple(t.name for t in case.transforms)
+            if self.steering is not None and not cmd.careful and not self.steering.accept(tags, names):
+                skipped += 1
+                generate += time.perf_counter() - t0
+                continue
+            generate += time.perf_counter() - t0
+            self._current = ("case", pos)
+            report = self.run(case, pos)
+            reports.append(replace(report, generate_seconds=generate))
+            generate = 0.0
+            self.coverage.add(tags, names)
+            self.cases_run += 1
+            recycle = self._recycle()
+            if recycle:
+                break
+        return FuzzResult(tuple(reports), k, skipped, invalid, recycle, rss_mb())
+
+    def _recycle(self) -> str | None:
+        i = self.init
+        if i.recycle_cases is not None and self.cases_run >= i.recycle_cases:
+            return f"recycled after {self.cases_run} cases"
+        if i.max_rss_mb is not None:
+            rss = rss_mb()
+            if rss > i.max_rss_mb:
+                return f"recycled at {rss:.0f} MiB (over {i.max_rss_mb:.0f} MiB)"
+        return None
+
+    # ---------------------------------------------------------------------------------- running
+
+    def judge(self, case: Case, oracle: str) -> str:
+        return self.evaluate(case, oracle)[0]
+
+    def evaluate(self, case: Case, oracle: str) -> tuple[str, str]:
+        """(classified verdict, error fingerprint) of ``case`` under ``oracle``: what the shrinker keeps."""
+        self.beat(self._current)
+        try:
+            outcome = run_case(case, oracle, timeout=self.init.case_timeout)
+            verdict = classify(outcome, self.registry)[0]
+        except Exception:  # noqa: BLE001
+            return "internal_error", ""
+        return verdict, fingerprint(verdict, outcome.functorch.error, outcome.reference.error)
+
+    def run(self, case: Case, k: int = -1) -> CaseReport:
+        """Run ``case`` under every oracle that applies (NOTE [oracles]). Never raises: an internal
+        error is reported with its traceback."""
+        start = time.perf_counter()
+        verdicts: list[tuple[str, str, str | None]] = []
+        found: list[RawFinding] = []
+        errors: list[str] = []
+        noise = 0
+        torch_seconds = 0.0
+        for oracle in applicable(case):
+            self.beat(self._current)
+            try:
+                outcome = run_case(case, oracle, timeout=self.init.case_timeout)
+                torch_seconds += outcome.seconds
+                verdict, limitation = classify(outcome, self.registry)
+                if verdict in FINDING_VERDICTS and case.inputs.dtype != "float64":
+                    # NOTE [float32 findings]: a float32 disagreement counts only if it persists in
+                    # float64; otherwise it is rounding noise, counted but never reported.
+                    wide = replace(case, inputs=replace(case.inputs, dtype="float64"))
+                    if self.judge(wide, oracle) == "consistent":
+                        noise += 1
+                        verdict = "consistent"
+                verdicts.append((oracle, verdict, limitation))
+                if verdict in FINDING_VERDICTS:
+                    found.append(self._finding(case, verdict, outcome, oracle))
+            except Exception:  # noqa: BLE001
+                errors.append(f"--- case {k} ({oracle})\n{traceback.format_exc()}")
+        return CaseReport(
+            k=k,
+            features=features(case),
+            transforms=tuple(t.name for t in case.transforms),
+            verdicts=tuple(verdicts),
+            findings=tuple(found),
+            float32_noise=noise,
+            internal_errors=tuple(errors),
+            seconds=time.perf_counter() - start,
+            torch_seconds=torch_seconds,
+        )
+
+    def _finding(self, case: Case, verdict: str, outcome: Outcome, oracle: str) -> RawFinding:
+        fp = fingerprint(verdict, outcome.functorch.error, outcome.reference.error)
+        quick = quick_key(verdict, oracle, case, fp)
+        if quick in self._seen:
+            return RawFinding(oracle, verdict, quick, fp)
+        self._seen.add(quick)
+        raw = signature(case, verdict, lambda variant: self.judge(variant, oracle), oracle=oracle)
+        return RawFinding(oracle, verdict, quick, fp, raw, case, outcome)
+
+    # ------------------------------------------------------------------------------------- jobs
+
+    def job(self, job: Job) -> JobResult:
+        start = time.monotonic()
+        try:
+            return self._job(job, start)
+        except Exception:  # noqa: BLE001 (a failed job publishes the finding unshrunk)
+            return JobResult(job.id, error=traceback.format_exc(), seconds=time.monotonic() - start)
+
+    def _job(self, job: Job, start: float) -> JobResult:
+        goal, case = job.goal, job.case
+
+        self._current = ("job", job.id)
+
+        def run(c: Case) -> tuple[str, str]:
+            return self.evaluate(c, goal.oracle)
+
+        # NOTE [signature memo]: a finding whose bug still shows once its stack is cut to an existing
+        # bucket's skeleton is a hit of that bucket, not a new one.
+        for bucket_id, bucket_goal, bucket_skeleton in job.buckets:
+            if bucket_goal != goal or not is_subsequence(bucket_skeleton, skeleton(case)):
+                continue
+            cut = to_skeleton(case, bucket_skeleton)
+            if cut is not None and Shrinker(goal, run, budget=2 + len(features(case))).same_bug(cut):
+                return JobResult(job.id, same_as=bucket_id, seconds=time.monotonic() - start)
+        shrunk, info = case, {"runs": 0, "seconds": 0.0, "steps": [], "exhausted": False}
+        if job.budget > 0:
+            result = Shrinker(goal, run, budget=job.budget).shrink(case, strategy=self.strategy, buffer=job.buffer)
+            shrunk = result.case
+            info = {
+                "runs": result.runs,
+                "seconds": round(result.seconds, 3),
+                "steps": result.steps,
+                "exhausted": result.exhausted,
+            }
+        self.beat(("job", job.id))
+        outcome = run_case(shrunk, goal.oracle, timeout=self.init.case_timeout)
+        triage = None
+        if goal.verdict == "value_mismatch":
+            label, detail = triage_source(render(shrunk, oracle=goal.oracle))
+            triage = (label, detail[:500])
+        return JobResult(
+            job.id, case=shrunk, outcome=outcome, info=info, triage=triage, seconds=time.monotonic() - start
+        )
+
+
+def database_dir(out: Path | None) -> str | None:
+    return str(out / "hypothesis") if out is not None else None

@@ -1,0 +1,237 @@
+"""Campaigns with worker processes: crash and hang isolation, stats and events, kill -9 and --resume,
+the lock on OUT, worker streams, coverage and steering."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fuzzer.campaign import Campaign, CampaignConfig
+from fuzzer.case import TRANSFORMS
+from fuzzer.cli import main
+from fuzzer.coverage import Coverage, Steering, cells
+from fuzzer.features import ALL_FEATURES, features
+from fuzzer.worker import Decoder, Fuzz, Worker, WorkerInit
+
+ROOT = Path(__file__).resolve().parent.parent
+EVENTS = {"start", "stop", "new_bucket", "crash", "hang", "worker_restart"}
+STATS_KEYS = {"cases", "elapsed_seconds", "cases_per_second", "workers", "buckets", "worker_restarts"}
+SMALL = {"transforms": ["grad", "vmap"], "max_depth": 2, "outer_autograd": False}
+
+
+def _events(out: Path) -> list[dict]:
+    lines = (out / "events.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]  # every line is whole JSON
+    assert all(r["event"] in EVENTS for r in records), records
+    return records
+
+
+def _kill_when(campaign: Campaign, ready, sig: int) -> list[int]:
+    """An on_tick hook that sends ``sig`` to the first worker for which ``ready(slot)`` holds, once."""
+    sent: list[int] = []
+
+    def tick(c: Campaign) -> None:
+        for slot in c.slots:
+            h = slot.handle
+            if not sent and h is not None and h.pid and ready(slot):
+                os.kill(h.pid, sig)
+                sent.append(h.pid)
+
+    campaign._test_tick = tick  # type: ignore[attr-defined]
+    return sent
+
+
+def _fuzzing_a_case(slot) -> bool:
+    h = slot.handle
+    return isinstance(h.command, Fuzz) and h.current is not None and h.current[0] == "case"
+
+
+def test_a_worker_killed_mid_case_is_replaced_and_its_case_recorded(tmp_path: Path) -> None:
+    config = CampaignConfig(out=tmp_path, seed=5, duration=None, max_cases=30, workers=2, strategy_kwargs=SMALL)
+    campaign = Campaign(config)
+    sent = _kill_when(campaign, _fuzzing_a_case, signal.SIGKILL)
+    campaign.run(on_tick=campaign._test_tick, tick_seconds=0.0)  # type: ignore[attr-defined]
+    summary = campaign.summary()
+    assert sent and summary["worker_restarts"] == 1
+    assert summary["cases"] >= 30  # the campaign went on to its limit
+    events = _events(tmp_path)
+    [crash] = [e for e in events if e["event"] == "crash"]
+    [restart] = [e for e in events if e["event"] == "worker_restart"]
+    assert crash["pid"] == sent[0] and "SIGKILL" in crash["why"] and crash["position"] >= 0
+    assert restart["old_pid"] == sent[0] and f"position {crash['position']}" in restart["reason"]
+    # the case did not crash by itself: its repro ran in a fresh process and did not die, so the crash
+    # bucket is kept under unverified/ and not reported
+    [bucket] = [b for b in summary["buckets"] if b["verdict"] == "crash"]
+    assert bucket["status"] == "unverified"
+    assert not (tmp_path / "findings" / bucket["id"]).exists()
+    record = json.loads((tmp_path / "unverified" / bucket["id"] / "finding.json").read_text())
+    assert record["verification"]["exit_code"] in (0, 1)
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert STATS_KEYS <= set(stats) and stats["worker_restarts"] == 1 and stats["status"] == "stopped"
+    assert [e["event"] for e in events][0] == "start" and events[-1]["event"] == "stop"
+
+
+def test_a_silent_worker_is_killed_and_its_case_recorded_as_a_hang(tmp_path: Path) -> None:
+    """A worker that stops answering (SIGSTOP here, as a deadlock in torch's C++ would) is killed after
+    the hang limit; the campaign goes on."""
+    config = CampaignConfig(
+        out=tmp_path, seed=2, duration=None, max_cases=8, workers=1, strategy_kwargs=SMALL, hang_limit=3.0
+    )
+    campaign = Campaign(config)
+    sent = _kill_when(campaign, _fuzzing_a_case, signal.SIGSTOP)
+    campaign.run(on_tick=campaign._test_tick, tick_seconds=0.0)  # type: ignore[attr-defined]
+    summary = campaign.summary()
+    assert sent and summary["worker_restarts"] == 1 and summary["cases"] >= 8
+    [hang] = [e for e in _events(tmp_path) if e["event"] == "hang"]
+    assert hang["pid"] == sent[0] and "no sign of life" in hang["why"]
+    assert summary["verdicts"]["hang"] == 1
+
+
+def _wait_for(predicate, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if predicate():
+                return
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.5)
+    raise AssertionError("timed out")
+
+
+def test_kill_9_of_the_driver_then_resume_loses_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "fuzzer", "run", "--duration", "120", "--workers", "2", "--seed", "3"]
+    proc = subprocess.Popen([*cmd, "--out", str(out)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+
+        def progressed() -> bool:
+            state = json.loads((out / "state.json").read_text())
+            return state["stats"]["cases"] >= 20 and any((out / "findings").iterdir())
+
+        _wait_for(progressed, 100)
+    finally:
+        proc.kill()  # kill -9 of the driver
+        proc.wait()
+    # nothing truncated: every JSON file parses, every event line is whole
+    for path in [out / "state.json", out / "stats.json", *out.glob("findings/*/*.json")]:
+        json.loads(path.read_text())
+    before = _events(out)
+    state = json.loads((out / "state.json").read_text())
+    published = {p.name for p in (out / "findings").iterdir()}
+    assert main(["run", "--resume", str(out), "--duration", f"{state['stats']['elapsed'] + 20:.0f}"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    after = _events(out)
+    assert after[: len(before)] == before  # appended to, not rewritten
+    starts = [e for e in after if e["event"] == "start"]
+    assert [s["resumed"] for s in starts] == [False, True]
+    assert starts[1]["cases"] == state["stats"]["cases"] > 0  # counters continue from the saved state
+    assert summary["cases"] > state["stats"]["cases"]
+    assert summary["elapsed_seconds"] > state["stats"]["elapsed"]
+    ids = {b["id"] for b in summary["buckets"]}
+    assert published <= ids  # every finding reported before the kill is still a bucket
+    for b in summary["buckets"]:
+        if b["id"] in published:
+            assert b["status"] == "verified" and (out / b["path"] / "repro.py").exists()
+    assert after[-1]["event"] == "stop"
+
+
+def test_resume_refuses_what_it_cannot_continue(tmp_path: Path, capsys) -> None:
+    assert main(["run", "--resume", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "state.json: no such file" in err
+    (tmp_path / "state.json").write_text('{"schema_version": 1, "conf')
+    assert main(["run", "--resume", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not valid JSON" in err
+
+
+def test_a_second_driver_on_the_same_out_is_refused(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    assert main(["run", "--max-cases", "2", "--workers", "0", "--seed", "1", "--out", str(out)]) == 0
+    fd = os.open(out / ".lock", os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # as a running driver holds it
+    try:
+        assert main(["run", "--resume", str(out), "--max-cases", "4"]) == 2
+    finally:
+        os.close(fd)
+    err = capsys.readouterr().err.strip()
+    assert "another affuzz driver" in err and len(err.splitlines()) == 1
+    # once the lock is free the same command continues the campaign
+    assert main(["run", "--resume", str(out), "--max-cases", "4"]) == 0
+    assert json.loads((out / "summary.json").read_text())["cases"] == 4
+
+
+def test_worker_streams_repeat_per_slot() -> None:
+    """NOTE [worker streams]: a position names a case; slots draw different cases."""
+    a, b = Decoder(7, SMALL), Decoder(7, SMALL)
+    assert [a.draw(0, k) for k in range(5)] == [b.draw(0, k) for k in range(5)]
+    assert [a.draw(0, k) for k in range(5)] != [a.draw(1, k) for k in range(5)]
+    init = WorkerInit(slot=1, seed=7, strategy_kwargs=SMALL, steer=True)
+    first = Worker(init).fuzz(Fuzz(start=0, max_cases=4, seconds=60.0))
+    again = Worker(init).fuzz(Fuzz(start=0, max_cases=4, seconds=60.0))
+    assert [r.k for r in first.reports] == [r.k for r in again.reports]
+    assert [r.verdicts for r in first.reports] == [r.verdicts for r in again.reports]
+    skipped = Worker(init).fuzz(Fuzz(start=0, max_cases=4, seconds=60.0, skip=frozenset({first.reports[0].k})))
+    assert first.reports[0].k not in [r.k for r in skipped.reports]
+
+
+def test_coverage_counts_cells_and_round_trips() -> None:
+    cov = Coverage()
+    assert cov.add(["saved_input", "grad_unused"], ["grad", "vmap"]) == cells(
+        ["saved_input", "grad_unused"], ["grad", "vmap"]
+    )
+    assert cov.add(["saved_input"], ["grad", "grad"]) == set()
+    assert cov.cells[("saved_input", "grad")] == 2 and cov.skeletons["grad>grad"] == 1
+    sat = cov.saturation(ALL_FEATURES, TRANSFORMS)
+    assert sat["cells_covered"] == 4 and sat["cells_possible"] == len(ALL_FEATURES) * len(TRANSFORMS)
+    assert sat["cases_since_new_cell"] == 1
+    assert Coverage.from_json(json.loads(json.dumps(cov.to_json()))).to_json() == cov.to_json()
+
+
+def test_steering_runs_rare_cells_always_and_common_ones_at_the_floor() -> None:
+    cov = Coverage()
+    for _ in range(1000):
+        cov.add(["saved_input"], ["grad"])
+    cov.add(["mark_dirty"], ["vmap"])
+    steer = Steering(cov, seed="s", min_accept=0.25, warmup=0)
+    assert steer.probability(["mark_dirty"], ["vmap"]) == 1.0
+    assert steer.probability(["saved_input"], ["grad"]) == 0.25
+    decisions = [steer.accept(["saved_input"], ["grad"]) for _ in range(2000)]
+    assert 0.2 < sum(decisions) / len(decisions) < 0.3
+    again = Steering(cov, seed="s", min_accept=0.25, warmup=0)
+    assert decisions == [again.accept(["saved_input"], ["grad"]) for _ in range(2000)]
+    with pytest.raises(ValueError):
+        Steering(cov, seed="s", min_accept=0.0)
+
+
+def test_steering_evens_out_the_cells_a_campaign_covers() -> None:
+    """Drawing the same stream with and without steering: the least-covered cells get more cases."""
+    decoder = Decoder(11, {})
+    plain, steered = Coverage(), Coverage()
+    steer = Steering(steered, seed="11/0", warmup=100)
+    k = 0
+    while steered.cases < 600:
+        case = decoder.draw(0, k)
+        k += 1
+        if case is None:
+            continue
+        tags, names = features(case), [t.name for t in case.transforms]
+        if plain.cases < 600:
+            plain.add(tags, names)
+        if steer.accept(tags, names):
+            steered.add(tags, names)
+
+    def low(cov: Coverage) -> float:
+        counts = sorted(cov.cells.values())
+        return sum(counts[: len(counts) // 5])  # cases in the rarest fifth of cells
+
+    assert low(steered) > low(plain)

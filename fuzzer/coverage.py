@@ -14,12 +14,13 @@ NOTE [steering]
 Generation is steered toward the cells seen least by rejection: a drawn case is run with probability
 ``p = (r + 1) / (c + 1)``, clamped to ``[min_accept, 1]``, where ``c`` is the count of the case's
 least-covered cell and ``r`` the count of the cell at the ``rare_quantile`` of covered cells. A case
-that touches a rare cell always runs; a case made only of common cells runs now and then, never
-never. Drawing a case costs a fraction of running it (a few ms against tens), so a rejected draw is
-cheap, and the decoding of a buffer into a case does not change: a buffer (and the shrinker fed with
-it) still gives the same case as without steering. The decision uses a private ``random.Random`` and
-only the counts the worker started from plus what it ran itself, so a worker's stream of cases is
-a function of ``--seed``, its slot and the counts it started from (NOTE [worker streams] in
+that touches a rare cell always runs; one made only of common cells runs at least half the time.
+A rejected draw costs its decoding (a few ms, against tens for running a case), and the ``min_accept``
+floor of 1/2 bounds that to one extra draw per case run on average; the decoding of a buffer into a case does not
+change: a buffer (and the shrinker fed with it) still gives the same case as without steering. The
+decision uses a private ``random.Random`` and only the counts the worker started from plus what it ran
+itself, so a worker's stream of cases is a function of ``--seed``, its slot and the counts it started
+from (NOTE [worker streams] in
 :mod:`fuzzer.worker`).
 """
 
@@ -104,7 +105,7 @@ class Steering:
         coverage: Coverage,
         *,
         seed: str,
-        min_accept: float = 0.2,
+        min_accept: float = 0.5,
         rare_quantile: float = 0.1,
         warmup: int = 200,
     ) -> None:

@@ -91,6 +91,9 @@ from .worker import (
     stream_buffer,
 )
 
+#: Stream positions one command to a worker without beats (a Ray actor) may look at.
+RAY_SPAN = 64
+
 
 class CampaignBusy(RuntimeError):
     """Another driver holds OUT's lock."""
@@ -435,11 +438,14 @@ class Campaign:
         if slot.next < slot.careful_until:
             h.send(Fuzz(start=slot.next, max_cases=1, seconds=0.0, skip=frozenset(slot.skip), careful=True, span=1))
             return
+        span = None
         if isinstance(h, InProcess):
             cap = 1  # NOTE [campaign driver]: one case per command, jobs right after it
         else:
             cap = 10_000 if left is None else max(1, left // max(1, len(self.slots)))
-        h.send(Fuzz(start=slot.next, max_cases=cap, seconds=c.slice_seconds, skip=frozenset(slot.skip)))
+            if not h.knows_current_case:
+                span = RAY_SPAN  # what a careful re-run has to cover after a death (NOTE [transports])
+        h.send(Fuzz(start=slot.next, max_cases=cap, seconds=c.slice_seconds, skip=frozenset(slot.skip), span=span))
 
     def _cases_in_flight(self) -> int:
         return sum(
@@ -494,7 +500,7 @@ class Campaign:
             elif command.span == 1:
                 position = command.start
             else:  # a Ray actor: re-run the lost positions one case per command to find the culprit
-                slot.careful_until = max(slot.careful_until, command.start + command.max_cases)
+                slot.careful_until = max(slot.careful_until, command.start + (command.span or command.max_cases))
             if position is not None:
                 slot.skip.add(position)
                 self._crash(slot, position, why, pid, hang=hang)

@@ -390,6 +390,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
             campaign.run(on_tick=view.tick)
     except CampaignBusy as e:
         raise UsageError(f"affuzz run: {e}") from None
+    finally:
+        if config.ray:
+            import ray
+
+            ray.shutdown()
     summary = campaign.summary()
     write_report(out, summary)
     console.print(summary_table(summary))

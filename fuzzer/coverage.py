@@ -7,8 +7,9 @@ by a case whose Function saves an output and whose stack has a ``vmap`` level. T
 ``len(ALL_FEATURES) x len(TRANSFORMS)`` cells; some can never be covered (a legacy-style Function has
 no ``setup_context``, forward AD never runs a custom ``vmap`` rule on its own...), so saturation is
 reported as *cells covered* and as *the least-covered cell's count*, and a campaign is saturated when
-no new cell has appeared for a long stretch of cases (like AFL's "cycles done" turning green). Distinct
-transform skeletons (``grad>vmap``) are counted beside the grid.
+no new cell has appeared for a long stretch of cases (like AFL's "cycles done" turning green). The grid
+fills within the first minute; the finer measure is the distinct transform skeletons (``grad>vmap``,
+hundreds), counted beside it with the cases since the last new one.
 
 NOTE [steering]
 Generation is steered toward the cells seen least by rejection: a drawn case is run with probability
@@ -48,6 +49,7 @@ class Coverage:
         self.skeletons: Counter[str] = Counter()
         self.cases = 0
         self.last_new_cell_case = 0
+        self.last_new_skeleton_case = 0
 
     def add(self, tags: Iterable[str], transforms: Iterable[str]) -> set[Cell]:
         """Count one case; returns the cells it covered for the first time."""
@@ -55,8 +57,11 @@ class Coverage:
         covered = cells(tags, transforms)
         new = {c for c in covered if c not in self.cells}
         self.cells.update(covered)
-        self.skeletons[">".join(transforms)] += 1
+        stack = ">".join(transforms)
         self.cases += 1
+        if stack not in self.skeletons:
+            self.last_new_skeleton_case = self.cases
+        self.skeletons[stack] += 1
         if new:
             self.last_new_cell_case = self.cases
         return new
@@ -77,6 +82,7 @@ class Coverage:
             "median_cell_count": counts[len(counts) // 2] if counts else 0,
             "skeletons": len(self.skeletons),
             "cases_since_new_cell": self.cases - self.last_new_cell_case,
+            "cases_since_new_skeleton": self.cases - self.last_new_skeleton_case,
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -85,6 +91,7 @@ class Coverage:
             "skeletons": dict(sorted(self.skeletons.items())),
             "cases": self.cases,
             "last_new_cell_case": self.last_new_cell_case,
+            "last_new_skeleton_case": self.last_new_skeleton_case,
         }
 
     @classmethod
@@ -94,6 +101,7 @@ class Coverage:
         cov.skeletons = Counter({str(k): int(v) for k, v in data.get("skeletons", {}).items()})
         cov.cases = int(data.get("cases", 0))
         cov.last_new_cell_case = int(data.get("last_new_cell_case", 0))
+        cov.last_new_skeleton_case = int(data.get("last_new_skeleton_case", 0))
         return cov
 
 

@@ -49,7 +49,7 @@ def coverage_grid(c: Campaign) -> Table:
     cov = c.coverage.saturation(ALL_FEATURES, TRANSFORMS)
     t = Table(
         title=f"coverage: {cov['cells_covered']}/{cov['cells_possible']} cells, {cov['skeletons']} stacks, "
-        f"{cov['cases_since_new_cell']} cases since a new cell",
+        f"{cov['cases_since_new_cell']} cases since a new cell, {cov['cases_since_new_skeleton']} since a new stack",
         box=None,
         pad_edge=False,
         padding=(0, 1),
@@ -198,6 +198,19 @@ def summary_table(summary: dict[str, Any]) -> Group:
     return Group(head, counts, found)
 
 
+def _saturation_text(cov: dict[str, Any]) -> str:
+    if not cov:
+        return "(no coverage recorded)"
+    least = cov.get("least_covered_cell")
+    return (
+        f"{cov['cells_covered']} of {cov['cells_possible']} feature x transform cells covered, "
+        f"{cov['skeletons']} distinct transform stacks; least-covered cell "
+        f"{' x '.join(least) if least else '-'} ({cov['least_covered_count']} cases), median cell "
+        f"{cov['median_cell_count']} cases; {cov['cases_since_new_cell']} cases since a new cell, "
+        f"{cov.get('cases_since_new_skeleton', '?')} since a new stack."
+    )
+
+
 def report_markdown(summary: dict[str, Any]) -> str:
     lines = [
         "# affuzz campaign report",
@@ -205,6 +218,9 @@ def report_markdown(summary: dict[str, Any]) -> str:
         f"- torch {summary['torch_version']}, Python {summary['python_version']}, seed {summary['seed']}",
         f"- {summary['cases']} cases in {summary['elapsed_seconds']:.1f} s ({summary['cases_per_second']} cases/s)",
         f"- internal errors: {summary['internal_errors']}",
+        f"- workers: {summary.get('workers', 1)} ({summary.get('transport', 'in-process')}), restarted "
+        f"{summary.get('worker_restarts', 0)}, recycled {summary.get('worker_recycles', 0)}; draws skipped by "
+        f"steering: {summary.get('skipped_by_steering', 0)}",
         "- shrinking: "
         + (
             "{shrinks} shrinks, {seconds_total} s in all, median {seconds_median} s, max {seconds_max} s"
@@ -232,6 +248,8 @@ def report_markdown(summary: dict[str, Any]) -> str:
         ),
         "",
         "## Coverage (cases exercising each feature tag / transform)",
+        "",
+        _saturation_text(summary.get("coverage") or {}),
         "",
         ", ".join(f"{t} {n}" for t, n in summary.get("feature_counts", {}).items()),
         "",

@@ -33,13 +33,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import Phase, given, seed
 from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase
 
 from .ablate import without
 from .case import Case
 from .features import features
+from .hypothesis_profile import campaign_settings
 from .reduce import candidates, size
 
 #: Default number of case runs one shrink may spend (both stages together).
@@ -162,12 +163,10 @@ class Shrinker:
         self._limit = min(self.budget, self.runs + max(1, min(HYPOTHESIS_RUNS, self.budget // 3)))
         found: list[Case] = []
 
-        @settings(
+        @campaign_settings(  # NOTE [hypothesis settings]
             database=InMemoryExampleDatabase(),
             phases=(Phase.reuse, Phase.shrink),
-            deadline=None,
             report_multiple_bugs=False,
-            suppress_health_check=list(HealthCheck),
         )
         @seed(0)
         @given(strategy)

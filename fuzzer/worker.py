@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from .case import Case
@@ -43,6 +43,7 @@ from .compare import FINDING_VERDICTS, classify, load_registry
 from .coverage import Coverage, Steering
 from .execute import Outcome, run_case, triage_source
 from .features import features
+from .hypothesis_profile import campaign_settings
 from .oracles import applicable
 from .reduce import is_subsequence, to_skeleton
 from .render import render
@@ -50,21 +51,6 @@ from .shrink import Goal, Shrinker, fingerprint
 from .signature import Signature, signature, skeleton
 
 BUFFER_BYTES = 2048
-
-# NOTE [hypothesis settings]
-# Campaigns run Hypothesis under this explicit profile, never the one Hypothesis picks by itself (on CI,
-# where the CI variable is set, that is the ``ci`` profile, which derandomizes and would change what a
-# seed means). The example database is a directory under OUT (``OUT/hypothesis``) when the worker can
-# reach OUT, and only a cache: nothing in a campaign reads it back as a source of truth.
-PROFILE = "affuzz-campaign"
-settings.register_profile(
-    PROFILE,
-    database=None,
-    deadline=None,
-    derandomize=False,
-    print_blob=False,
-    suppress_health_check=list(HealthCheck),
-)
 
 
 def stream_buffer(seed: int, slot: int, k: int) -> bytes:
@@ -190,9 +176,8 @@ class Decoder:
         self.strategy = cases(**strategy_kwargs)
         self._drawn: list[Case] = []
         db = DirectoryBasedExampleDatabase(database) if database else None
-        profile = settings(settings.get_profile(PROFILE), database=db)
 
-        @profile
+        @campaign_settings(database=db)
         @given(self.strategy)
         def target(case: Case) -> None:
             self._drawn.append(case)

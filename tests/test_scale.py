@@ -235,3 +235,22 @@ def test_steering_evens_out_the_cells_a_campaign_covers() -> None:
         return sum(counts[: len(counts) // 5])  # cases in the rarest fifth of cells
 
     assert low(steered) > low(plain)
+
+
+def test_campaigns_use_their_own_hypothesis_profile_even_on_ci() -> None:
+    """NOTE [hypothesis settings]: whatever profile is loaded (Hypothesis loads ``ci`` by itself where
+    CI is set, and it derandomizes), decoding and shrinking run under the campaign profile."""
+    from hypothesis import settings
+
+    from fuzzer.hypothesis_profile import campaign_settings
+
+    current = settings._current_profile  # restored below
+    settings.load_profile("ci")
+    try:
+        assert settings.default.derandomize is True
+        s = campaign_settings(database=None)
+        assert s.derandomize is False and s.deadline is None and s.database is None
+        a, b = Decoder(3, SMALL), Decoder(3, SMALL)
+        assert [a.draw(2, k) for k in range(4)] == [b.draw(2, k) for k in range(4)]
+    finally:
+        settings.load_profile(current)

@@ -27,6 +27,15 @@ are published unshrunk, still verified, with ``"skipped"`` in their ``shrink`` r
 With ``workers=0`` everything runs in this process, one case per command, each job right after the case
 that found it: the cases, verdicts and buckets of a seed repeat exactly (tests rely on it).
 
+NOTE [bucket families]
+On a torch with many disagreements, one mechanism (the same verdict, oracle, error fingerprint and
+essential features) shows up under hundreds of transform stacks, and shrinking rarely brings two stacks
+down to the same skeleton: each would become a bucket of its own, each costing a shrink (seconds) and a
+verification, so the shrink queue would grow without end and the report would bury distinct bugs under
+variants of one. The driver therefore shrinks at most ``family_limit`` stacks (default 3) of a family;
+later ones are counted as hits of the family's first bucket (its ``raw_signatures`` counts them).
+``--family-limit 0`` shrinks and publishes every stack.
+
 NOTE [campaign files]
 Under OUT the driver writes ``findings/<bucket>/`` (and ``unverified/``), ``stats.json`` (rewritten
 atomically every ``stats_interval`` seconds: the numbers the live view shows), ``events.jsonl``
@@ -78,6 +87,7 @@ from .state import (
 )
 from .transport import Handle, InProcess, LocalProcess, RayActor, wait
 from .worker import (
+    BucketList,
     CaseReport,
     Decoder,
     Fuzz,
@@ -156,6 +166,7 @@ class CampaignConfig:
     command: str = "affuzz run"
 
     hang_limit: float | None = None  # silence before a worker is killed as hung (default 2 x timeout + 30 s)
+    family_limit: int = 3  # NOTE [bucket families]: stacks shrunk per family; 0: every one
 
     @property
     def silence_limit(self) -> float:
@@ -179,6 +190,7 @@ class CampaignConfig:
             "recycle_cases": self.recycle_cases,
             "max_rss_mb": self.max_rss_mb,
             "hang_limit": self.hang_limit,
+            "family_limit": self.family_limit,
             "command": self.command,
         }
 
@@ -273,6 +285,7 @@ class Slot:
     job: ShrinkJob | None = None
     rss_mb: float = 0.0
     just_shrunk: bool = False  # its last command was a job (NOTE [campaign driver])
+    buckets_sent: int = -1  # how many buckets its worker knows of (-1: a new worker, none)
     started: float = field(default_factory=time.monotonic)
     cases_since_start: int = 0
 
@@ -310,6 +323,8 @@ class Campaign:
         self._raw: dict[str, str] = {}  # pre-shrink signature id -> bucket id (each is shrunk once)
         self._quick: dict[str, str] = {}  # NOTE [signature memo]: quick key -> raw signature / bucket id
         self._jobs: dict[str, ShrinkJob] = {}  # raw signature id -> job not yet bucketed
+        self._families: dict[str, list[str]] = {}  # NOTE [bucket families]: family -> its raw signature ids
+        self._known_version = 0  # bumped when a bucket or a full family is added (workers are sent the list)
         self._queue: list[ShrinkJob] = []
         self._on_tick: Callable[[Campaign], None] | None = None
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="affuzz-verify")
@@ -396,6 +411,7 @@ class Campaign:
             self.stats.worker_restarts += 1
         old = slot.handle.pid if slot.handle is not None else None
         self._start(slot)
+        slot.buckets_sent = -1
         self.event(
             "worker_restart", slot=slot.index, reason=reason, old_pid=old, restarts=slot.restarts, recycled=recycle
         )
@@ -422,9 +438,7 @@ class Campaign:
                     case=job.case,
                     buffer=job.buffer,
                     budget=self.config.shrink_budget,
-                    buckets=tuple(
-                        (bid, b.goal, b.signature.skeleton) for bid, b in self.buckets.items() if b.goal is not None
-                    ),
+                    buckets=self._bucket_list(),
                 )
             )
             return
@@ -445,7 +459,32 @@ class Campaign:
             cap = 10_000 if left is None else max(1, left // max(1, len(self.slots)))
             if not h.knows_current_case:
                 span = RAY_SPAN  # what a careful re-run has to cover after a death (NOTE [transports])
-        h.send(Fuzz(start=slot.next, max_cases=cap, seconds=c.slice_seconds, skip=frozenset(slot.skip), span=span))
+        buckets = None
+        if slot.buckets_sent != self._known_version:
+            slot.buckets_sent = self._known_version
+            buckets = self._bucket_list()
+        h.send(
+            Fuzz(
+                start=slot.next,
+                max_cases=cap,
+                seconds=c.slice_seconds,
+                skip=frozenset(slot.skip),
+                span=span,
+                buckets=buckets,
+            )
+        )
+
+    def _bucket_list(self) -> BucketList:
+        known: list[tuple[str, Goal, tuple[str, ...] | None]] = [
+            (bid, b.goal, b.signature.skeleton) for bid, b in self.buckets.items() if b.goal is not None
+        ]
+        limit = self.config.family_limit
+        for family, members in self._families.items():
+            if limit and len(members) >= limit:
+                verdict, oracle, fp, tags = json.loads(family)
+                goal = Goal(verdict, oracle, tuple(tags), fp)
+                known.append((self._raw.get(members[0], members[0]), goal, None))
+        return tuple(known)
 
     def _cases_in_flight(self) -> int:
         return sum(
@@ -587,7 +626,7 @@ class Campaign:
         # cut down to an existing bucket's skeleton is a hit of that bucket (checked by its job). Ablation
         # (a run per feature) and shrinking are what a campaign spends its time on, so each is done once
         # per new bug, not once per occurrence.
-        known = self._quick.get(rf.quick)
+        known = self._quick.get(rf.quick) or (self._raw.get(rf.same_as, rf.same_as) if rf.same_as else None)
         if known is None and rf.raw is not None:
             known = self._raw.get(rf.raw.id)
         if known is not None:
@@ -601,6 +640,22 @@ class Campaign:
         if rf.raw is None or rf.case is None or rf.outcome is None:
             self._log_internal(f"--- a repeat of {rf.quick} arrived before its first report; not counted\n")
             return
+        # NOTE [bucket families]: the same verdict, oracle, error fingerprint and essential features under
+        # yet another transform stack is, past ``family_limit`` stacks, a hit of the family's first one.
+        family = json.dumps([rf.verdict, rf.oracle, rf.fingerprint, list(rf.raw.features)])
+        members = self._families.setdefault(family, [])
+        if self.config.family_limit and len(members) >= self.config.family_limit:
+            target = self._raw.get(members[0], members[0])
+            self._quick[rf.quick] = self._raw[rf.raw.id] = target
+            if target in self._jobs:
+                self._jobs[target].hits += 1
+            elif target in self.buckets:
+                self.buckets[target].hits += 1
+                self.buckets[target].raw_signatures += 1
+            return
+        members.append(rf.raw.id)
+        if len(members) == self.config.family_limit:
+            self._known_version += 1  # workers learn of the full family (NOTE [signature memo])
         goal = Goal(rf.verdict, rf.oracle, rf.raw.features, rf.fingerprint)
         job = ShrinkJob(
             raw=rf.raw,
@@ -635,9 +690,10 @@ class Campaign:
         self._dirty = True
 
     def _remap(self, raw_id: str, bucket_id: str) -> None:
-        for key, value in list(self._quick.items()):
-            if value == raw_id:
-                self._quick[key] = bucket_id
+        for memo in (self._quick, self._raw):
+            for key, value in list(memo.items()):
+                if value == raw_id:
+                    memo[key] = bucket_id
         self._raw[raw_id] = bucket_id
 
     def _unshrunk_info(self, job: ShrinkJob, why: str) -> dict[str, Any]:
@@ -698,6 +754,7 @@ class Campaign:
             bucket = self.buckets[sig.id] = Bucket(
                 sig, finding, hits=job.hits, goal=goal, shrink_seconds=[shrink_info["seconds"]]
             )
+            self._known_version += 1
         self._publish(bucket, finding)
 
     def _publish(self, bucket: Bucket, finding: Finding) -> None:
@@ -925,6 +982,7 @@ class Campaign:
             ],
             "raw": self._raw,
             "quick": self._quick,
+            "families": self._families,
             "jobs": [
                 {
                     "raw": signature_to_json(j.raw),
@@ -968,6 +1026,7 @@ class Campaign:
             self.buckets[sig.id] = bucket
         self._raw = dict(state.get("raw", {}))
         self._quick = dict(state.get("quick", {}))
+        self._families = {k: list(v) for k, v in state.get("families", {}).items()}
         for d in state.get("jobs", []):
             job = ShrinkJob(
                 raw=signature_from_json(d["raw"]),

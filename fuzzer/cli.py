@@ -141,6 +141,14 @@ def build_parser() -> argparse.ArgumentParser:
         "transform cells",
     )
     run.add_argument(
+        "--family-limit",
+        type=_count,
+        default=3,
+        metavar="N",
+        help="shrink and publish at most N transform stacks of one bug family (verdict, oracle, error, essential "
+        "features); later stacks count as hits of the first; 0: every stack (default 3)",
+    )
+    run.add_argument(
         "--recycle-after",
         type=_positive_int,
         default=20_000,
@@ -357,6 +365,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             steer=args.steer,
             recycle_cases=args.recycle_after,
             max_rss_mb=float(args.max_rss),
+            family_limit=args.family_limit,
         )
     if config.ray:
         try:

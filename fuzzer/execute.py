@@ -11,12 +11,14 @@ must print the same verdict (:mod:`fuzzer.findings`).
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import threading
 import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
+from types import CodeType
 from typing import Any
 
 from .case import Case
@@ -81,19 +83,52 @@ def _deadline(seconds: float | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
+# NOTE [compiling rendered scripts]
+# Every rendered script repeats the same runtime functions (check, verdict, the create_graph twins...),
+# and compiling ~200 lines costs about as much as a small case's torch work. So a script is compiled as
+# its top-level blocks (split where a column-0 line follows two blank lines), and a block's code object
+# is reused once the same text has been seen before. Executing the blocks in order into one namespace
+# is executing the script: each block is whole top-level statements. Should a split ever fall inside a
+# string, that block does not compile and the whole script is compiled as one, as before.
+_BLOCKS = re.compile(r"\n\n\n(?=\S)")
+_CODE: dict[str, CodeType] = {}  # block text -> code, for blocks seen at least twice
+_SEEN: set[int] = set()  # hashes of blocks seen once (cleared when large)
+
+
+def _compiled(source: str, name: str) -> list[CodeType]:
+    codes = []
+    try:
+        for block in _BLOCKS.split(source):
+            code = _CODE.get(block)
+            if code is None:
+                code = compile(block, name, "exec")
+                key = hash(block)
+                if key in _SEEN and len(_CODE) < 2048:
+                    _CODE[block] = code
+                elif len(_SEEN) < 200_000:
+                    _SEEN.add(key)
+                else:
+                    _SEEN.clear()
+            codes.append(code)
+    except SyntaxError:
+        return [compile(source, name, "exec")]
+    return codes
+
+
 def run_source(source: str, name: str = "<affuzz case>", *, timeout: float | None = None) -> Outcome:
     """Exec ``source`` (a rendered repro) in a fresh namespace and run its ``check()``.
 
     With ``timeout``, a case whose sides do not finish in time gets the verdict ``hang``; the side that
     was still running is reported as a ``Timeout`` error.
     """
-    code = compile(source, name, "exec")
+    codes = _compiled(source, name)  # NOTE [compiling rendered scripts]
     ns: dict[str, Any] = {"__name__": "affuzz_case"}
     start = time.perf_counter()
     with warnings.catch_warnings():
         # torch's own deprecation and tracing warnings (e.g. linearize's make_fx) would flood a campaign
         warnings.simplefilter("ignore")
-        exec(code, ns)  # noqa: S102 (rendered from the closed IR vocabulary only)
+        for code in codes:
+            exec(code, ns)  # noqa: S102 (rendered from the closed IR vocabulary only)
         try:
             with _deadline(timeout):
                 verdict, fc, ref = ns["check"]()

@@ -88,6 +88,11 @@ class WorkerInit:
     database: str | None = None  # Hypothesis example database directory (a cache; None: none)
 
 
+#: (id, goal, skeleton) of each bucket, and (id, goal, None) of each full family (NOTE [bucket families]
+#: in :mod:`fuzzer.campaign`): what a new finding is checked against before it is ablated.
+BucketList = tuple[tuple[str, Goal, tuple[str, ...] | None], ...]
+
+
 @dataclass(frozen=True)
 class Fuzz:
     start: int  # first stream position
@@ -96,6 +101,7 @@ class Fuzz:
     skip: frozenset[int] = frozenset()  # positions not to run (cases that killed a worker)
     careful: bool = False  # no steering (re-running positions after a crash)
     span: int | None = None  # look at most this many positions (1: exactly ``start``)
+    buckets: BucketList | None = None  # the campaign's buckets so far (None: as in the last command)
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,7 @@ class RawFinding:
     raw: Signature | None = None
     case: Case | None = None
     outcome: Outcome | None = None
+    same_as: str | None = None  # an existing bucket whose bug this is (checked without ablating)
 
 
 @dataclass(frozen=True)
@@ -145,7 +152,7 @@ class Job:
     case: Case
     buffer: bytes | None
     budget: int
-    buckets: tuple[tuple[str, Goal, tuple[str, ...]], ...] = ()  # (id, goal, skeleton) of buckets so far
+    buckets: BucketList = ()  # (id, goal, skeleton) of buckets so far
 
 
 @dataclass(frozen=True)
@@ -202,6 +209,7 @@ class Worker:
         self.steering = Steering(self.coverage, seed=f"{init.seed}/{init.slot}") if init.steer else None
         self.cases_run = 0
         self._seen: set[str] = set()  # quick keys this worker reported in full
+        self.buckets: BucketList = ()
         self._current: tuple[str, Any] = ("idle", None)  # what a beat reports (NOTE [worker protocol])
 
     def draw(self, k: int) -> Case | None:
@@ -212,6 +220,8 @@ class Worker:
         return self.fuzz(command) if isinstance(command, Fuzz) else self.job(command)
 
     def fuzz(self, cmd: Fuzz) -> FuzzResult:
+        if cmd.buckets is not None:
+            self.buckets = cmd.buckets
         deadline = time.monotonic() + cmd.seconds
         reports: list[CaseReport] = []
         k, skipped, invalid, generate = cmd.start, 0, 0, 0.0
@@ -316,8 +326,35 @@ class Worker:
         if quick in self._seen:
             return RawFinding(oracle, verdict, quick, fp)
         self._seen.add(quick)
+        known = self._known_bucket(case, Goal(verdict, oracle, (), fp))
+        if known is not None:
+            return RawFinding(oracle, verdict, quick, fp, same_as=known)
         raw = signature(case, verdict, lambda variant: self.judge(variant, oracle), oracle=oracle)
         return RawFinding(oracle, verdict, quick, fp, raw, case, outcome)
+
+    def _known_bucket(self, case: Case, seen: Goal) -> str | None:
+        """NOTE [signature memo]: the first bucket whose bug ``case`` shows once its stack is cut to the
+        bucket's skeleton: same verdict, oracle and error fingerprint, and the bucket's essential
+        features present and still essential. A few runs (one per essential feature, plus one) instead
+        of ablating every feature of the case."""
+        tags, stack = set(features(case)), skeleton(case)
+        for bucket_id, goal, bucket_skeleton in self.buckets:
+            if (goal.verdict, goal.oracle, goal.fingerprint) != (seen.verdict, seen.oracle, seen.fingerprint):
+                continue
+            if not set(goal.features) <= tags:
+                continue
+            if bucket_skeleton is None:  # a family: its essential features, under any stack
+                cut: Case | None = case
+            elif not is_subsequence(bucket_skeleton, stack):
+                continue
+            else:
+                cut = to_skeleton(case, bucket_skeleton)
+            if cut is None:
+                continue
+            checker = Shrinker(goal, lambda c: self.evaluate(c, seen.oracle), budget=1 + len(goal.features))
+            if checker.same_bug(cut, full=False):
+                return bucket_id
+        return None
 
     # ------------------------------------------------------------------------------------- jobs
 
@@ -339,7 +376,7 @@ class Worker:
         # NOTE [signature memo]: a finding whose bug still shows once its stack is cut to an existing
         # bucket's skeleton is a hit of that bucket, not a new one.
         for bucket_id, bucket_goal, bucket_skeleton in job.buckets:
-            if bucket_goal != goal or not is_subsequence(bucket_skeleton, skeleton(case)):
+            if bucket_skeleton is None or bucket_goal != goal or not is_subsequence(bucket_skeleton, skeleton(case)):
                 continue
             cut = to_skeleton(case, bucket_skeleton)
             if cut is not None and Shrinker(goal, run, budget=2 + len(features(case))).same_bug(cut):

@@ -63,3 +63,33 @@ def test_ir_strategies_and_render_stay_torch_free() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_scripts_compiled_block_by_block_run_as_the_whole_script() -> None:
+    """NOTE [compiling rendered scripts]: reusing compiled blocks changes nothing a script computes."""
+    import warnings
+
+    from fuzzer.execute import _compiled, run_source
+    from fuzzer.oracles import applicable
+    from fuzzer.worker import Decoder
+
+    decoder = Decoder(4, {"max_depth": 2})
+    checked = 0
+    for k in range(40):
+        case = decoder.draw(0, k)
+        if case is None:
+            continue
+        for oracle in applicable(case):
+            source = render(case, oracle=oracle)
+            assert len(_compiled(source, "x")) > 5  # really split into blocks
+            ns: dict = {"__name__": "affuzz_case"}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                exec(compile(source, "x", "exec"), ns)
+                whole = ns["check"]()[0]
+            assert run_source(source).verdict == whole == run_source(source).verdict
+            checked += 1
+    assert checked >= 30
+    # a split inside a string literal does not compile; the script is then compiled whole
+    text = 'S = """a\n\n\nb"""\n\n\nX = S.count("\\n")\n'
+    assert len(_compiled(text, "x")) == 1

@@ -621,11 +621,13 @@ class Campaign:
     def _on_finding(self, slot: Slot, k: int, rf: RawFinding) -> None:
         # NOTE [signature memo]: a finding with the same verdict, oracle, skeleton, feature set and error
         # fingerprint as one already seen is a hit of its bucket without ablating it again (the worker
-        # that saw it before sends only this key); one with the same pre-shrink signature is a hit without
-        # shrinking it again; and one whose bug still shows (same goal, NOTE [shrinking]) once its stack is
-        # cut down to an existing bucket's skeleton is a hit of that bucket (checked by its job). Ablation
-        # (a run per feature) and shrinking are what a campaign spends its time on, so each is done once
-        # per new bug, not once per occurrence.
+        # that saw it before sends only this key); one whose bug still shows (same goal, NOTE [shrinking])
+        # once its stack is cut down to an existing bucket's skeleton, or that shows a full family's
+        # essential features (NOTE [bucket families]), is a hit of that bucket, checked by the worker with
+        # a run per essential feature instead of one per feature (``same_as``); one with the same
+        # pre-shrink signature is a hit without shrinking it again; and a job checks the cut to every
+        # bucket known by then before it shrinks. Ablation (a run per feature) and shrinking are what a
+        # campaign spends its time on, so each is done once per new bug, not once per occurrence.
         known = self._quick.get(rf.quick) or (self._raw.get(rf.same_as, rf.same_as) if rf.same_as else None)
         if known is None and rf.raw is not None:
             known = self._raw.get(rf.raw.id)

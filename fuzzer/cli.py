@@ -92,7 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="per-case limit for each side; a side that runs longer is a 'hang' finding (default 60 s)",
     )
     run.add_argument(
-        "--seed", type=_seed, help="campaign seed; the same seed repeats the same cases (default: random, printed)"
+        "--seed",
+        type=_seed,
+        help="campaign seed; the same seed repeats the same cases in each worker slot (default: random, printed)",
     )
     run.add_argument(
         "--out",

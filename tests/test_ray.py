@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,7 +27,9 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def ray_cluster(tmp_path: Path):
+def ray_cluster():
+    # a short --temp-dir: Ray's Unix socket paths under it must stay within the 107-byte limit
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
     port = _free_port()
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     start = [
@@ -38,13 +42,14 @@ def ray_cluster(tmp_path: Path):
         "--object-store-memory=100000000",
         "--include-dashboard=false",
         "--disable-usage-stats",
-        f"--temp-dir={tmp_path / 'ray'}",
+        f"--temp-dir={temp}",
     ]
     subprocess.run(start, check=True, env=env, capture_output=True, timeout=180)
     try:
         yield f"127.0.0.1:{port}"
     finally:
         subprocess.run([RAY, "stop", "--force"], env=env, capture_output=True, timeout=120)
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def test_a_campaign_on_a_local_ray_cluster(tmp_path: Path, ray_cluster: str) -> None:

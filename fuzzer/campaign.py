@@ -214,6 +214,7 @@ class Stats:
     transform_counts: Counter[str] = field(default_factory=Counter)  # cases with each transform in the stack
     verdicts: Counter[str] = field(default_factory=Counter)
     limitations: Counter[str] = field(default_factory=Counter)
+    not_applicable: Counter[str] = field(default_factory=Counter)  # NOTE [valid comparisons]: reason -> count
     seconds: Counter[str] = field(default_factory=Counter)  # worker time: generate, torch, case, shrink
     elapsed_before: float = 0.0  # seconds run before a resume
     last_bucket_elapsed: float = 0.0
@@ -242,6 +243,7 @@ class Stats:
             "transform_counts": dict(self.transform_counts),
             "verdicts": dict(self.verdicts),
             "limitations": dict(self.limitations),
+            "not_applicable": dict(self.not_applicable),
             "seconds": dict(self.seconds),
             "elapsed": self.elapsed,
             "last_bucket_elapsed": self.last_bucket_elapsed,
@@ -263,7 +265,7 @@ class Stats:
             setattr(s, name, int(d.get(name, 0)))
         for o, c in d.get("metamorphic", {}).items():
             s.metamorphic[o].update(c)
-        for name in ("feature_counts", "transform_counts", "verdicts", "limitations", "seconds"):
+        for name in ("feature_counts", "transform_counts", "verdicts", "limitations", "not_applicable", "seconds"):
             getattr(s, name).update(d.get(name, {}))
         s.elapsed_before = float(d.get("elapsed", 0.0))
         s.last_bucket_elapsed = float(d.get("last_bucket_elapsed", 0.0))
@@ -324,6 +326,8 @@ class Campaign:
         self._quick: dict[str, str] = {}  # NOTE [signature memo]: quick key -> raw signature / bucket id
         self._jobs: dict[str, ShrinkJob] = {}  # raw signature id -> job not yet bucketed
         self._families: dict[str, list[str]] = {}  # NOTE [bucket families]: family -> its raw signature ids
+        # "oracle: stack" -> hits, per raw signature or bucket id (merged on remapping): where a bucket was hit
+        self._stacks: defaultdict[str, Counter[str]] = defaultdict(Counter)
         self._known_version = 0  # bumped when a bucket or a full family is added (workers are sent the list)
         self._queue: list[ShrinkJob] = []
         self._on_tick: Callable[[Campaign], None] | None = None
@@ -606,9 +610,11 @@ class Campaign:
         s.seconds["case"] += r.seconds
         s.float32_noise += r.float32_noise
         for oracle, verdict, limitation in r.verdicts:
+            if verdict == "not_applicable":
+                s.not_applicable[limitation or "-"] += 1
             if oracle == MAIN:
                 s.verdicts[verdict] += 1
-                if limitation:
+                if limitation and verdict == "expected":
                     s.limitations[limitation] += 1
             else:
                 s.metamorphic[oracle][verdict] += 1
@@ -631,6 +637,8 @@ class Campaign:
         known = self._quick.get(rf.quick) or (self._raw.get(rf.same_as, rf.same_as) if rf.same_as else None)
         if known is None and rf.raw is not None:
             known = self._raw.get(rf.raw.id)
+        stack = f"{rf.oracle}: {rf.quick.split('|')[2]}"  # quick key: verdict|oracle|skeleton|...
+        self._stacks[known or (rf.raw.id if rf.raw is not None else rf.quick)][stack] += 1
         if known is not None:
             self._quick[rf.quick] = known
             job = self._jobs.get(known)
@@ -649,6 +657,7 @@ class Campaign:
         if self.config.family_limit and len(members) >= self.config.family_limit:
             target = self._raw.get(members[0], members[0])
             self._quick[rf.quick] = self._raw[rf.raw.id] = target
+            self._stacks[target].update(self._stacks.pop(rf.raw.id, Counter()))
             if target in self._jobs:
                 self._jobs[target].hits += 1
             elif target in self.buckets:
@@ -692,6 +701,8 @@ class Campaign:
         self._dirty = True
 
     def _remap(self, raw_id: str, bucket_id: str) -> None:
+        if raw_id != bucket_id and raw_id in self._stacks:
+            self._stacks[bucket_id].update(self._stacks.pop(raw_id))
         for memo in (self._quick, self._raw):
             for key, value in list(memo.items()):
                 if value == raw_id:
@@ -724,7 +735,7 @@ class Campaign:
         self._jobs.pop(job.raw.id, None)
         raw, goal, case = job.raw, job.goal, job.case
         shrink_info["raw_signature"] = raw.text
-        sig = Signature(goal.verdict, goal.oracle, skeleton(shrunk), raw.features)
+        sig = Signature(goal.verdict, goal.oracle, skeleton(shrunk), raw.features, raw.error)
         self._remap(raw.id, sig.id)
         finding = Finding(
             case=shrunk,
@@ -1164,6 +1175,7 @@ class Campaign:
             "cases_per_second": round(s.cases / elapsed, 2) if elapsed else 0.0,
             "verdicts": {v: s.verdicts.get(v, 0) for v in ALL_VERDICTS},
             "expected_by_limitation": dict(s.limitations),
+            "not_applicable_by_reason": dict(s.not_applicable),  # every oracle (NOTE [valid comparisons])
             "internal_errors": s.internal_errors,
             "float32_noise": s.float32_noise,
             "metamorphic_verdicts": {o: dict(c) for o, c in s.metamorphic.items()},
@@ -1181,6 +1193,7 @@ class Campaign:
                     "signature_features": list(b.signature.features),
                     "hits": b.hits,
                     "raw_signatures": b.raw_signatures,
+                    "stacks": dict(self._stacks.get(b.signature.id, {})),  # "oracle: stack" -> hits
                     "status": b.status,
                     "triage": b.published.extra.get("triage"),
                     "shrink_seconds": b.shrink_seconds,

@@ -348,6 +348,41 @@ def reference_cost(transforms: Iterable[Transform], base: tuple[int, ...], f_out
     return cost
 
 
+#: Forward values larger than this are avoided by the strategies: derivatives of chains such as
+#: exp(exp(exp(x))) overflow, and a comparison of overflowed values (inf, 0 * inf = nan) says nothing.
+MAX_MAGNITUDE = 1e6
+
+
+def forward_bound(case: Case) -> float:
+    """An upper bound of ``|value|`` over every forward intermediate of ``case`` on its inputs (interval
+    arithmetic on each input's largest magnitude); ``inf`` where a bound overflows."""
+    fn = case.function
+    bound = {f"x{i}": max((abs(v) for v in vals), default=0.0) for i, vals in enumerate(case.inputs.values)}
+    worst = max(bound.values(), default=0.0)
+    for k, node in enumerate(fn.nodes):
+        a = [bound[r] for r in node.args]
+        try:
+            if node.op == "pow":
+                b = a[0] ** node.exponent
+            elif node.op == "mul":
+                b = a[0] * a[1]
+            elif node.op == "add":
+                b = a[0] + a[1]
+            elif node.op == "sin":
+                b = min(1.0, a[0])
+            elif node.op == "exp":
+                b = math.exp(a[0])
+            elif node.op == "scale":
+                b = a[0] * abs(fn.scalars[node.scalar])
+            else:  # shift
+                b = a[0] + abs(fn.scalars[node.scalar])
+        except OverflowError:
+            return math.inf
+        bound[f"t{k}"] = b
+        worst = max(worst, b)
+    return worst
+
+
 # NOTE [backward values]
 # The backward needs some forward values (x for x**3, a and b for a*b, exp's result for exp). Inside
 # backward only ctx.saved_tensors are available, so each needed value must come from a saved tensor:

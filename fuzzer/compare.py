@@ -1,10 +1,14 @@
-"""From the script's raw verdict to affuzz's verdict: the known-limitations registry.
+"""From the script's raw verdict to affuzz's verdict: the known-limitations registry, applied per side.
 
-The rendered script decides ``consistent`` / ``value_mismatch`` / ``error_functorch_only`` /
-``error_reference_only`` / ``different_errors`` by itself (``torch.testing.assert_close`` tolerances for
-the dtype; both sides raising the same exception type is consistent). Here, an error explained by a
-documented limitation (``known_limitations.json``: name, regex on the message, mode, docs link,
-upstream issue) turns a disagreement into ``expected``: counted, never reported.
+The rendered script decides ``consistent`` / ``value_mismatch`` / ``structure_mismatch`` /
+``error_functorch_only`` / ``error_reference_only`` / ``different_errors`` / ``torch_bug_error`` /
+``nonfinite`` by itself (``torch.testing.assert_close`` tolerances for the dtype; two errors agree only
+with the same type and message; an error PyTorch calls a bug is always ``torch_bug_error``). Here, an
+error explained by a documented limitation (``known_limitations.json``: name, regex on the message, the
+conditions under which the documentation says it happens, docs link) is explained *for the side that
+raised it*, and only where the conditions hold for that Function and for what that side runs
+(:class:`fuzzer.validity.SideInfo`). A pair is ``expected`` only when every side that raised is
+explained; otherwise the unexplained errors are the finding, and their fingerprints bucket it.
 """
 
 from __future__ import annotations
@@ -14,22 +18,31 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .case import Case
 from .execute import Outcome, Side
+from .validity import SideInfo
 
 VERDICTS = (
     "consistent",
     "value_mismatch",
+    "structure_mismatch",  # results differ in nesting, shape or dtype
     "error_functorch_only",
     "error_reference_only",
     "different_errors",
+    "torch_bug_error",  # an error PyTorch itself calls a bug (INTERNAL ASSERT, "report a bug", assert in torch)
     "hang",  # a side did not finish within the per-case timeout
     "slow",  # values agree, one side far slower (NOTE [slow findings] in fuzzer/render.py)
     "crash",  # the worker process died running the case (NOTE [campaign driver] in fuzzer/campaign.py)
 )
-#: Verdicts that are findings (``expected`` and ``consistent`` are not).
+#: Verdicts that are findings.
 FINDING_VERDICTS = VERDICTS[1:]
-ALL_VERDICTS = ("consistent", "expected", *FINDING_VERDICTS)
-MODES = ("functorch", "reference", "both")
+#: Error verdicts: bucketed by the fingerprints of the unexplained errors (NOTE [error buckets]).
+ERROR_VERDICTS = ("error_functorch_only", "error_reference_only", "different_errors", "torch_bug_error")
+#: Not findings: explained by the registry, not run (NOTE [valid comparisons]), forward not finite.
+QUIET_VERDICTS = ("consistent", "expected", "not_applicable", "nonfinite")
+ALL_VERDICTS = (*QUIET_VERDICTS, *FINDING_VERDICTS)
+#: The closed vocabulary of a limitation's ``requires``: conditions on the side and on the Function.
+CONDITIONS = ("side_functorch", "side_vmap", "side_forward_ad", "no_vmap_rule", "no_jvp_rule", "legacy_forward")
 DEFAULT_REGISTRY = Path(__file__).with_name("known_limitations.json")
 
 
@@ -37,19 +50,34 @@ class RegistryError(ValueError):
     pass
 
 
+def condition_holds(name: str, case: Case, side: SideInfo) -> bool:
+    fn = case.function
+    return {
+        "side_functorch": side.functorch,
+        "side_vmap": side.vmap,
+        "side_forward_ad": side.forward_ad,
+        "no_vmap_rule": fn.vmap_rule == "none",
+        "no_jvp_rule": not fn.jvp_rule,
+        "legacy_forward": fn.style == "legacy",
+    }[name]
+
+
 @dataclass(frozen=True)
 class Limitation:
     name: str
-    mode: str
+    requires: tuple[str, ...]
     pattern: re.Pattern[str]
     docs: str
     issue: str | None = None
 
-    def explains(self, side: Side, mode: str) -> bool:
+    def explains(self, side: Side, info: SideInfo, case: Case) -> bool:
+        """Whether this limitation explains ``side``'s error: the message matches and every condition
+        the documentation names holds for this Function and for what this side runs."""
         return (
             not side.ok
-            and self.mode in (mode, "both")
+            and not side.torch_bug
             and self.pattern.search(f"{side.error_type}: {side.error}") is not None
+            and all(condition_holds(c, case, info) for c in self.requires)
         )
 
 
@@ -59,36 +87,60 @@ def load_registry(path: Path | str = DEFAULT_REGISTRY) -> tuple[Limitation, ...]
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as e:
         raise RegistryError(f"{path}: cannot read known limitations ({e})") from None
-    if not isinstance(data, dict) or data.get("schema_version") != 1 or not isinstance(data.get("limitations"), list):
-        raise RegistryError(f"{path}: expected {{'schema_version': 1, 'limitations': [...]}}")
+    if not isinstance(data, dict) or data.get("schema_version") != 2 or not isinstance(data.get("limitations"), list):
+        raise RegistryError(f"{path}: expected {{'schema_version': 2, 'limitations': [...]}}")
     out = []
     for i, e in enumerate(data["limitations"]):
         where = f"{path}: limitations[{i}]"
-        if not isinstance(e, dict) or not {"name", "mode", "pattern", "docs"} <= set(e):
-            raise RegistryError(f"{where}: needs name, mode, pattern and docs")
-        if e["mode"] not in MODES:
-            raise RegistryError(f"{where}: mode {e['mode']!r} is not one of {', '.join(MODES)}")
+        if not isinstance(e, dict) or not {"name", "requires", "pattern", "docs"} <= set(e):
+            raise RegistryError(f"{where}: needs name, requires, pattern and docs")
+        if not isinstance(e["requires"], list) or not e["requires"]:
+            raise RegistryError(f"{where}: requires must list at least one condition")
+        bad = [c for c in e["requires"] if c not in CONDITIONS]
+        if bad:
+            raise RegistryError(f"{where}: unknown condition(s) {bad} (known: {', '.join(CONDITIONS)})")
         try:
             pattern = re.compile(e["pattern"])
         except re.error as err:
             raise RegistryError(f"{where}: bad pattern ({err})") from None
-        out.append(Limitation(e["name"], e["mode"], pattern, e["docs"], e.get("issue")))
+        out.append(Limitation(e["name"], tuple(e["requires"]), pattern, e["docs"], e.get("issue")))
     return tuple(out)
 
 
-def classify(outcome: Outcome, registry: tuple[Limitation, ...]) -> tuple[str, str | None]:
-    """(verdict, name of the limitation that explains it or None)."""
+@dataclass(frozen=True)
+class Classified:
+    verdict: str
+    limitation: str | None  # the limitations that explain an ``expected`` pair
+    fingerprint: str  # NOTE [error buckets]: the unexplained (or torch-bug) errors, '' for value verdicts
+
+
+def classify(
+    outcome: Outcome, registry: tuple[Limitation, ...], case: Case, sides: tuple[SideInfo, SideInfo]
+) -> Classified:
+    """Classify the script's raw verdict: per side, by what that side runs (module docstring).
+
+    NOTE [error buckets]
+    An error finding's fingerprint is the sorted fingerprints (:attr:`Side.fingerprint`: type, message
+    with numbers ignored, the torch frame that raised) of the errors no limitation explains, or of the
+    errors PyTorch calls bugs. It is the same under every oracle, stack and verdict the error shows up
+    in, so one torch error is one bucket (:mod:`fuzzer.signature`).
+    """
     v = outcome.verdict
-    if v in ("consistent", "value_mismatch", "hang", "slow"):
-        return v, None
-    blamed = []
-    if not outcome.functorch.ok:
-        blamed.append((outcome.functorch, "functorch"))
-    if not outcome.reference.ok:
-        blamed.append((outcome.reference, "reference"))
-    # One explained error is enough: a side that refuses the case by design makes the comparison moot,
-    # whatever the other side did.
-    names = [lim.name for side, mode in blamed for lim in registry if lim.explains(side, mode)]
-    if not names:
-        return v, None
-    return "expected", "+".join(dict.fromkeys(names))
+    pairs = ((outcome.functorch, sides[0]), (outcome.reference, sides[1]))
+    if v == "torch_bug_error":
+        return Classified(v, None, " || ".join(sorted({s.fingerprint for s, _ in pairs if s.torch_bug})))
+    if v not in ("error_functorch_only", "error_reference_only", "different_errors"):
+        return Classified(v, None, "")
+    names: list[str] = []
+    unexplained: list[str] = []
+    for side, info in pairs:
+        if side.ok:
+            continue
+        hit = [lim.name for lim in registry if lim.explains(side, info, case)]
+        if hit:
+            names += hit
+        else:
+            unexplained.append(side.fingerprint)
+    if not unexplained:
+        return Classified("expected", "+".join(dict.fromkeys(names)), "")
+    return Classified(v, None, " || ".join(sorted(set(unexplained))))

@@ -15,6 +15,7 @@ import re
 import signal
 import threading
 import time
+import traceback
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,11 +29,21 @@ from .render import render
 
 @dataclass(frozen=True)
 class Side:
-    """What one mode produced: a value summary, or the error it raised."""
+    """What one mode produced: a value summary, or the error it raised (type, first message line, the
+    last torch frame it passed through, and whether PyTorch calls it a bug: the script's ``torch_bug``)."""
 
     value: str | None
     error_type: str | None
     error: str | None
+    frame: str = ""
+    torch_bug: bool = False
+
+    @property
+    def fingerprint(self) -> str:
+        """Type, message with numbers ignored, and raising torch frame: what makes two errors one bug."""
+        if self.ok:
+            return ""
+        return f"{self.error_type}: {re.sub(r'[0-9]+', 'N', self.error or '')[:160]} @ {self.frame or '-'}"
 
     @property
     def ok(self) -> bool:
@@ -52,11 +63,21 @@ class Outcome:
     seconds: float
 
 
-def _side(result: Any) -> Side:
+def torch_frame(e: BaseException) -> str:
+    """``torch/<path>:<function>`` of the innermost traceback frame inside torch ('' if none)."""
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if "/torch/" in f.filename.replace("\\", "/")]
+    if not frames:
+        return ""
+    path = frames[-1].filename.replace("\\", "/")
+    return f"torch/{path.rsplit('/torch/', 1)[1]}:{frames[-1].name}"
+
+
+def _side(result: Any, ns: dict[str, Any]) -> Side:
     """A side's result as the script's ``outcome()`` gave it: a value, or the exception raised."""
     if isinstance(result, BaseException):
         msg = str(result).strip().splitlines()
-        return Side(None, type(result).__name__, msg[0] if msg else "")
+        bug = bool(ns["torch_bug"](result)) if "torch_bug" in ns else False
+        return Side(None, type(result).__name__, msg[0] if msg else "", torch_frame(result), bug)
     return Side(str(result), None, None)
 
 
@@ -142,10 +163,10 @@ def run_source(source: str, name: str = "<affuzz case>", *, timeout: float | Non
                 "hang", finished if a_done else hung, hung if a_done else Side("not run", None, None), timeout or 0.0
             )
     seconds = time.perf_counter() - start
-    if verdict == "consistent" and not isinstance(fc, BaseException):
+    if verdict in ("consistent", "nonfinite") and not isinstance(fc, BaseException):
         # nobody reads an agreeing value (and a tensor's repr costs about as much as a small case)
         return Outcome(verdict, Side("", None, None), Side("", None, None), seconds)
-    return Outcome(verdict, _side(fc), _side(ref), seconds)
+    return Outcome(verdict, _side(fc, ns), _side(ref, ns), seconds)
 
 
 def run_case(case: Case, oracle: str = MAIN, *, timeout: float | None = None) -> Outcome:

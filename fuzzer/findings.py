@@ -79,6 +79,7 @@ class Finding:
             "transforms": list(sig.skeleton),
             "features": list(self.features),
             "signature_features": list(sig.features),
+            **({"error": sig.error} if sig.error else {}),
             "torch_version": self.torch_version,
             "python_version": sys.version.split()[0],
             "seconds_to_find": round(self.seconds_to_find, 3),

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .case import Case, Transform
+from .case import FORWARD_MODE_TRANSFORMS, Case, Transform
 
 MAIN = "functorch_vs_create_graph"
 ORACLES = (MAIN, "jacrev_vs_jacfwd", "vmap_vs_loop", "forward_over_reverse")
@@ -47,7 +47,8 @@ def _next_derivative_inside(stack: tuple[Transform, ...], i: int) -> Transform |
 
 
 def alternate_stack(case: Case, oracle: str) -> tuple[Transform, ...] | None:
-    """Side B's stack for the torch.func-only oracles (None where the oracle does not apply)."""
+    """Side B's stack for the torch.func-only oracles (None where the oracle does not apply, including
+    where side B would leave the generator's grammar: at most one of jacfwd/jvp/linearize)."""
     stack = case.transforms
     out: list[Transform] = []
     changed = False
@@ -67,7 +68,9 @@ def alternate_stack(case: Case, oracle: str) -> tuple[Transform, ...] | None:
                 out.append(t)
         else:
             out.append(t)
-    return tuple(out) if changed else None
+    if not changed or sum(t.name in FORWARD_MODE_TRANSFORMS for t in out) > 1:
+        return None  # nothing to swap, or a stack outside the generator's grammar (two forward-mode levels)
+    return tuple(out)
 
 
 def applicable(case: Case) -> tuple[str, ...]:

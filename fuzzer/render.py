@@ -34,7 +34,9 @@ from .features import derivatives_exact
 from .oracles import MAIN, SIDE_B, side_b_case
 
 CLASS_NAME = "Fn"
-_RUNTIME = ("outcome", "verdict", "run", "too_slow", "check", "triage", "main")
+_RUNTIME = ("outcome", "finite_forward", "run", "too_slow", "check", "triage", "main")
+#: The comparison, in every style.
+_VERDICT = ("error_key", "torch_bug", "layout", "verdict")
 #: The verdict of a pair where at least one side raised, by (functorch raised, other side raised).
 ERRORS_LINE = (
     'ERRORS = {(True, True): "different_errors", (True, False): "error_functorch_only", '
@@ -217,7 +219,17 @@ def _forward(fn: FunctionDef) -> list[str]:
 
 
 def _jvp_rule(fn: FunctionDef) -> list[str]:
-    """The jvp staticmethod: the exact JVP of forward, from the inputs saved with save_for_forward."""
+    """The jvp staticmethod, from the inputs saved with save_for_forward.
+
+    NOTE [declared derivative]
+    The backward declares a derivative: the exact one, less the terms it drops on purpose (grads of
+    ``unused_grads`` outputs, every grad of a ``none_grads`` input). The jvp rule declares the same
+    one: a ``none_grads`` input's tangent counts as zero, an ``unused_grads`` node output gets a zero
+    tangent. So backward and jvp agree by construction, and a Function that ignores a grad on purpose
+    (the seed) stays comparable under jacrev vs jacfwd. The one exception is forced by forward AD: an
+    output that is an input as-is or a view must get a view of its base's tangent, so its dropped term
+    cannot be dropped here (NOTE [valid comparisons] in :mod:`fuzzer.validity` does not compare the two
+    rules where that matters)."""
     n = fn.n_inputs
     xs = [f"x{i}" for i in range(n)]
     lines = ["    @staticmethod", f"    def jvp(ctx, {', '.join('t' + x for x in _args(fn))}):"]
@@ -233,26 +245,38 @@ def _jvp_rule(fn: FunctionDef) -> list[str]:
     def tan(v: str) -> str:
         return f"t{v}" if v.startswith("x") else f"d{v}"
 
+    def node_tan(v: str) -> str:  # the tangent a node reads: zero for a none_grads input (NOTE [declared derivative])
+        return f"torch.zeros_like({v})" if v.startswith("x") and int(v[1:]) in fn.none_grads else tan(v)
+
     for k in sorted(live):
         node, a = fn.nodes[k], fn.nodes[k].args
         if node.op == "add":
-            e = f"{tan(a[0])} + {tan(a[1])}"
+            e = f"{node_tan(a[0])} + {node_tan(a[1])}"
         elif node.op == "mul":
-            e = f"{tan(a[0])} * {a[1]} + {a[0]} * {tan(a[1])}"
+            e = f"{node_tan(a[0])} * {a[1]} + {a[0]} * {node_tan(a[1])}"
         elif node.op == "pow":
-            e = f"{tan(a[0])} * {node.exponent} * {a[0]}" + (f" ** {node.exponent - 1}" if node.exponent > 2 else "")
+            e = f"{node_tan(a[0])} * {node.exponent} * {a[0]}" + (
+                f" ** {node.exponent - 1}" if node.exponent > 2 else ""
+            )
         elif node.op == "sin":
-            e = f"{tan(a[0])} * torch.cos({a[0]})"
+            e = f"{node_tan(a[0])} * torch.cos({a[0]})"
         elif node.op == "scale":
-            e = f"{tan(a[0])} * s{node.scalar}"
+            e = f"{node_tan(a[0])} * s{node.scalar}"
         elif node.op == "shift":
-            e = tan(a[0])
+            e = node_tan(a[0])
         else:
-            e = f"{tan(a[0])} * t{k}"
+            e = f"{node_tan(a[0])} * t{k}"
         lines.append(f"        dt{k} = {e}")
     # Forward AD requires the tangent of an output that is a view (or an input as-is) to be a view too.
     outs = [_view_expr(tan(o.ref), o.view or View("view_as")) if o.kind != "node" else tan(o.ref) for o in fn.outputs]
-    outs = ["None" if j in fn.non_differentiable else e for j, e in enumerate(outs)]  # no tangent
+    outs = [
+        "None"
+        if j in fn.non_differentiable
+        else f"torch.zeros_like({e})"
+        if j in fn.unused_grads and o.kind == "node"
+        else e
+        for j, (o, e) in enumerate(zip(fn.outputs, outs, strict=True))
+    ]  # no tangent for a non-differentiable output; zero for a dropped one (NOTE [declared derivative])
     outs += ["None"] if fn.non_tensor_output else []
     lines.append(f"        return {_returns(outs)}")
     return lines
@@ -645,7 +669,7 @@ def render(case: Case, *, header: tuple[str, ...] | list[str] = (), oracle: str 
     lib = _lib_sources(docstrings=full)
     fc_grad = any(t.name == "autograd_grad" for t in case.transforms)
     out: list[str] = [f"# {h}" if h else "#" for h in header]
-    out += ["import sys", "import time", "", "import torch"] if full else ["import torch"]
+    out += ["import re", "import sys", "import time", "", "import torch"] if full else ["import re", "", "import torch"]
     if fn.once_differentiable:
         out.append("from torch.autograd.function import once_differentiable")
     out += ["", ""]
@@ -659,7 +683,9 @@ def render(case: Case, *, header: tuple[str, ...] | list[str] = (), oracle: str 
         out += ["", "", lib[h]]
     out += ["", "", ERRORS_LINE]
     if not full:
-        out += ["", "", *_outcome(case), "", "", lib["verdict"]]
+        out += ["", "", *_outcome(case)]
+        for name in _VERDICT:
+            out += ["", "", lib[name]]
         grad_b = True if oracle == MAIN else fc_grad
         sides = [
             f"functorch = outcome({fc_expr}, {fc_grad})",
@@ -700,7 +726,7 @@ def render(case: Case, *, header: tuple[str, ...] | list[str] = (), oracle: str 
         out += ["", "", f"def fd_mode({xs}):", f"    return {fd_expr}({xs})"]
     else:
         out += ["", "", "fd_mode = None  # derivative rules deliberately not exact: no finite-difference triage"]
-    for name in _RUNTIME:
+    for name in _VERDICT + _RUNTIME:
         out += ["", "", lib[name]]
     out += ["", "", 'if __name__ == "__main__":', "    sys.exit(main())", ""]
     return "\n".join(out)

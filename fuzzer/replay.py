@@ -38,7 +38,8 @@ from .corpus import Entry, history_verdict, recorded, version_tuple
 from .replay_worker import PREFIX
 
 ROOT = Path(__file__).resolve().parent.parent
-ERROR_VERDICTS = ("error_functorch_only", "error_reference_only", "different_errors")
+ERROR_VERDICTS = ("error_functorch_only", "error_reference_only", "different_errors", "torch_bug_error")
+QUIET_VERDICTS = ("consistent", "expected", "not_applicable", "nonfinite")  # as fuzzer.compare (torch-free here)
 CHANGES = ("fixed", "regressed", "new_error", "changed", "crash", "hang", "new", "absent", "earlier")
 #: Changes that are news but not a failure: nothing recorded says otherwise.
 INFORMATIONAL = ("new", "absent", "earlier")
@@ -77,7 +78,7 @@ def change_of(entry: Entry, torch_version: str, verdict: str) -> str:
         if history_verdict(entry.meta, torch_version) is None:  # nothing known about this older release
             return "absent" if verdict == "consistent" else "earlier"
     if expected is None:
-        return "new" if verdict not in ("consistent", "expected") else ""
+        return "new" if verdict not in QUIET_VERDICTS else ""
     if verdict == expected:
         return ""
     if expected == "consistent":
@@ -157,8 +158,6 @@ class Worker:
             self._restart()
             return "crash", str(e) if isinstance(e, WorkerCrashed) else "worker exited"
         detail = reply.get("detail") or ""
-        if reply.get("verdict") not in ("consistent", "expected") and not detail:
-            detail = f"functorch: {reply.get('functorch')}; other side: {reply.get('reference')}"
         return reply["verdict"], detail
 
     def _restart(self) -> None:
@@ -179,23 +178,20 @@ class InProcess:
     def __init__(self) -> None:
         import torch
 
-        from .compare import load_registry
+        from .judge import Judge, judgement_detail
 
+        self._detail = judgement_detail
         self.python = sys.executable
         self.torch_version = torch.__version__
-        self._registry = load_registry()
+        self._judge = Judge(timeout=None)
 
     def evaluate(self, case: Case, oracle: str, timeout: float) -> tuple[str, str]:
-        from .compare import classify
-        from .execute import run_case
-
+        self._judge.timeout = timeout
         try:
-            outcome = run_case(case, oracle, timeout=timeout)
+            j = self._judge(case, oracle)
         except Exception as e:  # noqa: BLE001
             return "error", f"{type(e).__name__}: {e}"
-        verdict = classify(outcome, self._registry)[0]
-        detail = "" if verdict in ("consistent", "expected") else f"functorch: {outcome.functorch.summary()}"
-        return verdict, detail
+        return j.verdict, self._detail(j)
 
     def close(self) -> None:
         pass

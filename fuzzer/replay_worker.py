@@ -29,10 +29,9 @@ def main() -> int:
     import torch
 
     from .case import CaseError, case_from_json
-    from .compare import classify, load_registry
-    from .execute import run_case
+    from .judge import Judge, judgement_detail
 
-    registry = load_registry()
+    judge = Judge(timeout=None)
     _reply({"ready": True, "torch_version": torch.__version__, "python": sys.executable})
     for line in sys.stdin:
         if not line.strip():
@@ -40,11 +39,9 @@ def main() -> int:
         try:
             request = json.loads(line)
             case = case_from_json(request["case"])
-            outcome = run_case(case, request.get("oracle", "functorch_vs_create_graph"), timeout=request.get("timeout"))
-            verdict = classify(outcome, registry)[0]
-            _reply(
-                {"verdict": verdict, "functorch": outcome.functorch.summary(), "reference": outcome.reference.summary()}
-            )
+            judge.timeout = request.get("timeout")
+            j = judge(case, request.get("oracle", "functorch_vs_create_graph"))
+            _reply({"verdict": j.verdict, "detail": judgement_detail(j)})
         except CaseError as e:
             _reply({"verdict": "invalid", "detail": str(e)})
         except Exception as e:  # noqa: BLE001 (reported to the driver, the worker goes on)

@@ -28,7 +28,6 @@ the result does not depend on the machine's speed.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,18 +48,6 @@ DEFAULT_BUDGET = 400
 #: (measured on torch 2.0.1 findings: Hypothesis used its whole share on almost every finding, for a
 #: fraction of the reduction), so they get the rest of the budget.
 HYPOTHESIS_RUNS = 30
-
-
-def fingerprint(verdict: str, functorch_error: str | None, reference_error: str | None) -> str:
-    """What must stay the same about the errors: types on both sides and, for error verdicts, the
-    first line of each message with digits ignored (shapes and sizes change while shrinking)."""
-    if verdict not in ("error_functorch_only", "error_reference_only", "different_errors"):
-        return ""
-
-    def norm(e: str | None) -> str:
-        return re.sub(r"\d+", "N", e or "-")[:120]
-
-    return f"{norm(functorch_error)} | {norm(reference_error)}"
 
 
 @dataclass(frozen=True)
@@ -254,17 +241,15 @@ class Shrinker:
         )
 
 
-def case_runner(oracle: str, *, timeout: float | None = 60.0) -> Runner:
-    """A :data:`Runner` over the real thing: the rendered script, classified against the registry."""
-    from .compare import classify, load_registry
-    from .execute import run_case
+def case_runner(oracle: str, *, timeout: float | None = 60.0, subject: str = "torch") -> Runner:
+    """A :data:`Runner` over the real thing: the judge (:mod:`fuzzer.judge`)."""
+    from .judge import Judge
 
-    registry = load_registry()
+    judge = Judge(timeout=timeout, subject=subject)
 
     def run(case: Case) -> tuple[str, str]:
-        outcome = run_case(case, oracle, timeout=timeout)
-        verdict = classify(outcome, registry)[0]
-        return verdict, fingerprint(verdict, outcome.functorch.error, outcome.reference.error)
+        j = judge(case, oracle)
+        return j.verdict, j.fingerprint
 
     return run
 

@@ -34,11 +34,17 @@ class StateError(ValueError):
 
 
 def signature_to_json(s: Signature) -> dict[str, Any]:
-    return {"verdict": s.verdict, "oracle": s.oracle, "skeleton": list(s.skeleton), "features": list(s.features)}
+    return {
+        "verdict": s.verdict,
+        "oracle": s.oracle,
+        "skeleton": list(s.skeleton),
+        "features": list(s.features),
+        "error": s.error,
+    }
 
 
 def signature_from_json(d: dict[str, Any]) -> Signature:
-    return Signature(d["verdict"], d["oracle"], tuple(d["skeleton"]), tuple(d["features"]))
+    return Signature(d["verdict"], d["oracle"], tuple(d["skeleton"]), tuple(d["features"]), d.get("error", ""))
 
 
 def goal_to_json(g: Goal) -> dict[str, Any]:
@@ -119,10 +125,13 @@ def finding_from_dir(d: Path) -> Finding:
         "reference",
         "verification",
         "shrink",
+        "error",
     }
     return Finding(
         case=case,
-        signature=Signature(verdict, record["oracle"], skeleton, tuple(record["signature_features"])),
+        signature=Signature(
+            verdict, record["oracle"], skeleton, tuple(record["signature_features"]), record.get("error", "")
+        ),
         features=tuple(record["features"]),
         outcome=Outcome(verdict, Side(record["functorch"], None, None), Side(record["reference"], None, None), 0.0),
         seconds_to_find=float(record["seconds_to_find"]),

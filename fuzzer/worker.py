@@ -39,15 +39,16 @@ from hypothesis import given
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from .case import Case
-from .compare import FINDING_VERDICTS, classify, load_registry
+from .compare import ERROR_VERDICTS, FINDING_VERDICTS
 from .coverage import Coverage, Steering
-from .execute import Outcome, run_case, triage_source
+from .execute import Outcome, triage_source
 from .features import features
 from .hypothesis_profile import campaign_settings
+from .judge import Judge
 from .oracles import applicable
 from .reduce import is_subsequence, to_skeleton
 from .render import render
-from .shrink import Goal, Shrinker, fingerprint
+from .shrink import Goal, Shrinker
 from .signature import Signature, signature, skeleton
 
 BUFFER_BYTES = 2048
@@ -86,6 +87,7 @@ class WorkerInit:
     recycle_cases: int | None = None  # answer ``recycle`` after this many cases
     max_rss_mb: float | None = None  # ... or once the process is larger than this
     database: str | None = None  # Hypothesis example database directory (a cache; None: none)
+    subject: str = "torch"  # NOTE [valid comparisons]: what is under test
 
 
 #: (id, goal, skeleton) of each bucket, and (id, goal, None) of each full family (NOTE [bucket families]
@@ -124,7 +126,7 @@ class CaseReport:
     k: int
     features: tuple[str, ...]
     transforms: tuple[str, ...]
-    verdicts: tuple[tuple[str, str, str | None], ...]  # (oracle, verdict, limitation)
+    verdicts: tuple[tuple[str, str, str | None], ...]  # (oracle, verdict, limitation or not_applicable reason)
     findings: tuple[RawFinding, ...] = ()
     float32_noise: int = 0
     internal_errors: tuple[str, ...] = ()
@@ -202,13 +204,14 @@ class Worker:
     def __init__(self, init: WorkerInit, beat: Beat | None = None) -> None:
         self.init = init
         self.beat: Beat = beat or (lambda what: None)
-        self.registry = load_registry()
+        self.judge_ = Judge(timeout=init.case_timeout, subject=init.subject)
         self.decoder = Decoder(init.seed, init.strategy_kwargs, init.database)
         self.strategy = self.decoder.strategy
         self.coverage = Coverage.from_json(init.coverage) if init.coverage else Coverage()
         self.steering = Steering(self.coverage, seed=f"{init.seed}/{init.slot}") if init.steer else None
         self.cases_run = 0
         self._seen: set[str] = set()  # quick keys this worker reported in full
+        self._error_keys: set[str] = set()  # error bucket ids this worker reported in full
         self.buckets: BucketList = ()
         self._current: tuple[str, Any] = ("idle", None)  # what a beat reports (NOTE [worker protocol])
 
@@ -272,18 +275,17 @@ class Worker:
         return self.evaluate(case, oracle)[0]
 
     def evaluate(self, case: Case, oracle: str) -> tuple[str, str]:
-        """(classified verdict, error fingerprint) of ``case`` under ``oracle``: what the shrinker keeps."""
+        """(verdict, error fingerprint) of ``case`` under ``oracle``: what the shrinker keeps."""
         self.beat(self._current)
         try:
-            outcome = run_case(case, oracle, timeout=self.init.case_timeout)
-            verdict = classify(outcome, self.registry)[0]
+            j = self.judge_(case, oracle)
         except Exception:  # noqa: BLE001
             return "internal_error", ""
-        return verdict, fingerprint(verdict, outcome.functorch.error, outcome.reference.error)
+        return j.verdict, j.fingerprint
 
     def run(self, case: Case, k: int = -1) -> CaseReport:
-        """Run ``case`` under every oracle that applies (NOTE [oracles]). Never raises: an internal
-        error is reported with its traceback."""
+        """Run ``case`` under every oracle that applies (NOTE [oracles]) through the judge. Never raises:
+        an internal error is reported with its traceback."""
         start = time.perf_counter()
         verdicts: list[tuple[str, str, str | None]] = []
         found: list[RawFinding] = []
@@ -293,19 +295,13 @@ class Worker:
         for oracle in applicable(case):
             self.beat(self._current)
             try:
-                outcome = run_case(case, oracle, timeout=self.init.case_timeout)
-                torch_seconds += outcome.seconds
-                verdict, limitation = classify(outcome, self.registry)
-                if verdict in FINDING_VERDICTS and case.inputs.dtype != "float64":
-                    # NOTE [float32 findings]: a float32 disagreement counts only if it persists in
-                    # float64; otherwise it is rounding noise, counted but never reported.
-                    wide = replace(case, inputs=replace(case.inputs, dtype="float64"))
-                    if self.judge(wide, oracle) == "consistent":
-                        noise += 1
-                        verdict = "consistent"
-                verdicts.append((oracle, verdict, limitation))
-                if verdict in FINDING_VERDICTS:
-                    found.append(self._finding(case, verdict, outcome, oracle))
+                j = self.judge_(case, oracle)
+                torch_seconds += j.seconds
+                noise += j.float32_noise
+                verdicts.append((oracle, j.verdict, j.reason))
+                if j.verdict in FINDING_VERDICTS:
+                    assert j.outcome is not None
+                    found.append(self._finding(case, j.verdict, j.outcome, oracle, j.fingerprint))
             except Exception:  # noqa: BLE001
                 errors.append(f"--- case {k} ({oracle})\n{traceback.format_exc()}")
         return CaseReport(
@@ -320,16 +316,28 @@ class Worker:
             torch_seconds=torch_seconds,
         )
 
-    def _finding(self, case: Case, verdict: str, outcome: Outcome, oracle: str) -> RawFinding:
-        fp = fingerprint(verdict, outcome.functorch.error, outcome.reference.error)
+    def _finding(self, case: Case, verdict: str, outcome: Outcome, oracle: str, fp: str) -> RawFinding:
         quick = quick_key(verdict, oracle, case, fp)
         if quick in self._seen:
             return RawFinding(oracle, verdict, quick, fp)
         self._seen.add(quick)
-        known = self._known_bucket(case, Goal(verdict, oracle, (), fp))
-        if known is not None:
-            return RawFinding(oracle, verdict, quick, fp, same_as=known)
-        raw = signature(case, verdict, lambda variant: self.judge(variant, oracle), oracle=oracle)
+        if verdict in ERROR_VERDICTS:
+            # NOTE [error buckets]: the bucket is the error's fingerprint; known ones need no ablation
+            key = Signature(verdict, oracle, skeleton(case), (), fp).id
+            if key in self._error_keys or any(bucket_id == key for bucket_id, _, _ in self.buckets):
+                return RawFinding(oracle, verdict, quick, fp, same_as=key)
+            self._error_keys.add(key)
+        else:
+            known = self._known_bucket(case, Goal(verdict, oracle, (), fp))
+            if known is not None:
+                return RawFinding(oracle, verdict, quick, fp, same_as=known)
+        raw = signature(
+            case,
+            verdict,
+            lambda variant: self.judge(variant, oracle),
+            oracle=oracle,
+            error=fp if verdict in ERROR_VERDICTS else "",
+        )
         return RawFinding(oracle, verdict, quick, fp, raw, case, outcome)
 
     def _known_bucket(self, case: Case, seen: Goal) -> str | None:
@@ -392,7 +400,8 @@ class Worker:
                 "exhausted": result.exhausted,
             }
         self.beat(("job", job.id))
-        outcome = run_case(shrunk, goal.oracle, timeout=self.init.case_timeout)
+        outcome = self.judge_(shrunk, goal.oracle).outcome
+        assert outcome is not None
         triage = None
         if goal.verdict == "value_mismatch":
             label, detail = triage_source(render(shrunk, oracle=goal.oracle))

@@ -1,6 +1,7 @@
 """Whole cases: a Function, ``f``, inputs and a transform stack (:class:`fuzzer.case.Case`).
 
-Invariants: every drawn case passes :func:`fuzzer.case.validate`; the create_graph-mode cost estimate
+Invariants: every drawn case passes :func:`fuzzer.case.validate`; its forward values stay below
+:data:`fuzzer.case.MAX_MAGNITUDE` (:func:`fuzzer.case.forward_bound`), so nothing overflows; the create_graph-mode cost estimate
 (:func:`fuzzer.case.reference_cost`) stays within ``max_cost`` (the base shape is drawn among those
 that fit the stack); ``f`` adds its used outputs elementwise when they share a shape and otherwise sums
 each to a scalar.
@@ -11,15 +12,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from hypothesis import assume
 from hypothesis import strategies as st
 
 from fuzzer.case import (
     DTYPES,
     FUNCTORCH_TRANSFORMS,
+    MAX_MAGNITUDE,
     STYLES,
     Case,
     FDef,
     Inputs,
+    forward_bound,
     input_shapes,
     numel,
     output_shapes,
@@ -134,4 +138,6 @@ def _case(
     f = FDef(uses, combine, inplace, inplace_no_grad)
     draft = repair_vmap_dims(Case(fn, f, Inputs(shape, (), dtype), stack))
     values = tuple(draw(tensor_values(n_inputs=1, numel=numel(s)))[0] for s in input_shapes(draft))
-    return replace(draft, inputs=Inputs(shape, values, dtype))
+    case = replace(draft, inputs=Inputs(shape, values, dtype))
+    assume(forward_bound(case) <= MAX_MAGNITUDE)  # no overflowing chains (exp of exp of exp...)
+    return case

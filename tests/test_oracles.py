@@ -9,8 +9,8 @@ import torch
 
 import fuzzer.repro_lib as lib
 from fuzzer.case import Case, Transform
-from fuzzer.compare import classify, load_registry
 from fuzzer.execute import run_case
+from fuzzer.judge import Judge
 from fuzzer.oracles import ORACLES, alternate_stack, applicable
 from fuzzer.repro_fd import fd_grad, fd_jac
 
@@ -61,8 +61,7 @@ def test_correct_function_agrees_under_every_oracle(planted_case: Case) -> None:
 
 
 def test_vmap_vs_loop_catches_a_wrong_vmap_rule_without_create_graph(planted_case: Case) -> None:
-    outcome = run_case(planted_case, "vmap_vs_loop")
-    assert classify(outcome, load_registry())[0] == "value_mismatch"
+    assert Judge()(planted_case, "vmap_vs_loop").verdict == "value_mismatch"
 
 
 # ----------------------------------------------------------------------------------------- triage

@@ -48,7 +48,8 @@ def test_planted_vmap_bug_repro_exits_1(planted_case: Case, tmp_path: Path) -> N
 def test_repro_imports_only_torch(planted_case: Case, style: str) -> None:
     text = render(planted_case, style=style)
     imports = [line for line in text.splitlines() if line.startswith(("import ", "from "))]
-    assert imports == (["import sys", "import time", "import torch"] if style == "full" else ["import torch"])
+    full = ["import re", "import sys", "import time", "import torch"]
+    assert imports == (full if style == "full" else ["import re", "import torch"])
     assert "torch.func.grad(" in text and "torch.func.vmap(" in text
     code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
     assert "fuzzer" not in code and "affuzz" not in code

@@ -17,25 +17,16 @@ from conftest import run_script
 from hypothesis import given
 
 from fuzzer.case import Case, FDef, FunctionDef, Inputs, Node, Output, Transform, validate
-from fuzzer.compare import classify, load_registry
-from fuzzer.execute import run_case
 from fuzzer.findings import repro_lines
 from fuzzer.reduce import candidates, size
 from fuzzer.render import render
-from fuzzer.shrink import Goal, Shrinker, fingerprint
+from fuzzer.shrink import Goal, Shrinker, case_runner
 from fuzzer.signature import signature, skeleton
 from strategies import cases
 
-REGISTRY = load_registry()
-
 
 def _runner(oracle: str):
-    def run(case: Case) -> tuple[str, str]:
-        outcome = run_case(case, oracle, timeout=60)
-        verdict = classify(outcome, REGISTRY)[0]
-        return verdict, fingerprint(verdict, outcome.functorch.error, outcome.reference.error)
-
-    return run
+    return case_runner(oracle, timeout=60)
 
 
 def _goal(case: Case, oracle: str) -> Goal:

@@ -1,4 +1,6 @@
 # affuzz repro of ../shared/seed (torch 2.0.1: functorch 0, create_graph 6)
+import re
+
 import torch
 
 
@@ -40,9 +42,41 @@ def outcome(mode, requires_grad):  # one side on fresh inputs: what it returns, 
         return e
 
 
+def error_key(e):
+    lines = str(e).strip().splitlines()
+    return type(e).__name__, re.sub(r"\d+", "N", lines[0] if lines else "")[:200]
+
+
+def torch_bug(e):
+    if not isinstance(e, Exception):
+        return False
+    if re.search(r"INTERNAL ASSERT FAILED|report a bug to PyTorch", str(e), re.IGNORECASE):
+        return True
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return (
+        type(e) is AssertionError and tb is not None and "/torch/" in tb.tb_frame.f_code.co_filename.replace("\\", "/")
+    )
+
+
+def layout(v):
+    if isinstance(v, torch.Tensor):
+        return tuple(v.shape), v.dtype
+    if isinstance(v, (tuple, list)):
+        return type(v).__name__, tuple(layout(x) for x in v)
+    return type(v).__name__
+
+
 def verdict(a, b):
+    if torch_bug(a) or torch_bug(b):
+        return "torch_bug_error"
     if isinstance(a, Exception) or isinstance(b, Exception):
-        return "consistent" if type(a) is type(b) else ERRORS[isinstance(a, Exception), isinstance(b, Exception)]
+        if isinstance(a, Exception) and isinstance(b, Exception) and error_key(a) == error_key(b):
+            return "consistent"
+        return ERRORS[isinstance(a, Exception), isinstance(b, Exception)]
+    if layout(a) != layout(b):
+        return "structure_mismatch"
     try:
         return torch.testing.assert_close(a, b, equal_nan=True) or "consistent"  # it returns None or raises
     except AssertionError:

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .case import Case
+from .case import Case, value_provided_by_saved
 from .execute import Outcome, Side
 from .validity import SideInfo
 
@@ -42,7 +42,16 @@ ERROR_VERDICTS = ("error_functorch_only", "error_reference_only", "different_err
 QUIET_VERDICTS = ("consistent", "expected", "not_applicable", "nonfinite")
 ALL_VERDICTS = (*QUIET_VERDICTS, *FINDING_VERDICTS)
 #: The closed vocabulary of a limitation's ``requires``: conditions on the side and on the Function.
-CONDITIONS = ("side_functorch", "side_vmap", "side_forward_ad", "no_vmap_rule", "no_jvp_rule", "legacy_forward")
+CONDITIONS = (
+    "side_functorch",
+    "side_vmap",
+    "side_forward_ad",
+    "no_vmap_rule",
+    "no_jvp_rule",
+    "legacy_forward",
+    "saves_input_returned_as_is",
+    "f_modifies_output_in_place",
+)
 DEFAULT_REGISTRY = Path(__file__).with_name("known_limitations.json")
 
 
@@ -59,7 +68,24 @@ def condition_holds(name: str, case: Case, side: SideInfo) -> bool:
         "no_vmap_rule": fn.vmap_rule == "none",
         "no_jvp_rule": not fn.jvp_rule,
         "legacy_forward": fn.style == "legacy",
+        "saves_input_returned_as_is": saves_input_returned_as_is(case),
+        "f_modifies_output_in_place": bool(case.f.inplace),
     }[name]
+
+
+def saves_input_returned_as_is(case: Case) -> bool:
+    """A setup_context-style Function that returns an input as-is and saves it (for backward, directly
+    or as that output, or for forward with a jvp rule, which saves every input)."""
+    fn = case.function
+    if fn.style != "setup_context":
+        return False
+    returned = {o.ref for o in fn.outputs if o.kind == "input"}
+    saved = {
+        value_provided_by_saved(fn, r)
+        for r in fn.saved
+        if not r.startswith("o") or fn.outputs[int(r[1:])].kind == "input"
+    }
+    return bool(returned & saved) or (bool(returned) and fn.jvp_rule)
 
 
 @dataclass(frozen=True)

@@ -37,13 +37,14 @@ class Side:
     error: str | None
     frame: str = ""
     torch_bug: bool = False
+    key: str = ""  # the script's error_key(): type and first clause of the message, normalized
 
     @property
     def fingerprint(self) -> str:
-        """Type, message with numbers ignored, and raising torch frame: what makes two errors one bug."""
+        """The error's key and the torch frame that raised it: what makes two errors one bug."""
         if self.ok:
             return ""
-        return f"{self.error_type}: {re.sub(r'[0-9]+', 'N', self.error or '')[:160]} @ {self.frame or '-'}"
+        return f"{self.key or f'{self.error_type}: {self.error}'} @ {self.frame or '-'}"
 
     @property
     def ok(self) -> bool:
@@ -77,7 +78,8 @@ def _side(result: Any, ns: dict[str, Any]) -> Side:
     if isinstance(result, BaseException):
         msg = str(result).strip().splitlines()
         bug = bool(ns["torch_bug"](result)) if "torch_bug" in ns else False
-        return Side(None, type(result).__name__, msg[0] if msg else "", torch_frame(result), bug)
+        key = str(ns["error_key"](result)) if "error_key" in ns else ""
+        return Side(None, type(result).__name__, msg[0] if msg else "", torch_frame(result), bug, key)
     return Side(str(result), None, None)
 
 

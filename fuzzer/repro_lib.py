@@ -174,9 +174,11 @@ def outcome(mode, requires_grad):
 
 
 def error_key(e):
-    """An exception's fingerprint: its type and the first line of its message, numbers ignored."""
-    lines = str(e).strip().splitlines()
-    return type(e).__name__, re.sub(r"\d+", "N", lines[0] if lines else "")[:200]
+    """An exception's fingerprint: its type and the first clause of its message, with numbers, bracketed
+    details and the Function's (or functorch's generated) class name ignored."""
+    text = (str(e).strip().splitlines() or [""])[0]
+    text = re.split(r"[:;,.]\s", re.sub(r"\[[^\]]*\]+", "[...]", text), maxsplit=1)[0]
+    return f"{type(e).__name__}: {re.sub(r'[0-9]+', 'N', re.sub(r'Fn[A-Za-z]*', 'Fn', text))[:160]}"
 
 
 def torch_bug(e):

@@ -43,8 +43,9 @@ def outcome(mode, requires_grad):  # one side on fresh inputs: what it returns, 
 
 
 def error_key(e):
-    lines = str(e).strip().splitlines()
-    return type(e).__name__, re.sub(r"\d+", "N", lines[0] if lines else "")[:200]
+    text = (str(e).strip().splitlines() or [""])[0]
+    text = re.split(r"[:;,.]\s", re.sub(r"\[[^\]]*\]+", "[...]", text), maxsplit=1)[0]
+    return f"{type(e).__name__}: {re.sub(r'[0-9]+', 'N', re.sub(r'Fn[A-Za-z]*', 'Fn', text))[:160]}"
 
 
 def torch_bug(e):

@@ -111,11 +111,18 @@ def derivatives_exact(case: Case) -> bool:
     finite differences of its forward are ground truth for triage: no dropped grad term of an output
     ``f`` uses (an output ``f`` ignores has zero gradient, so dropping it is exact, as in the seed), no
     None grads, no planted vmap bug, nothing detached, no once_differentiable, no output declared
-    non-differentiable."""
+    non-differentiable, and, from the second order on, a backward whose own derivative is exact."""
+    from .validity import backward_second_order_issues, sides
+
     fn = case.function
     _, live_inputs = grad_flows(fn)
+    order = len(sides(case, "functorch_vs_create_graph")[0].path)
     return (
-        not any(j in case.f.uses for j in fn.unused_grads)
+        # a second derivative differentiates the backward (or jvp): its saved values must carry their
+        # true derivative (not an ignored grad of a saved output, nothing detached or recomputed without
+        # grad: NOTE [valid comparisons] in fuzzer/validity.py)
+        (order < 2 or not backward_second_order_issues(fn))
+        and not any(j in case.f.uses for j in fn.unused_grads)
         and not fn.none_grads
         and all(f"x{i}" in live_inputs for i in range(fn.n_inputs) if any(t.argnums == i for t in case.transforms))
         and fn.vmap_rule != "custom_wrong"

@@ -94,10 +94,17 @@ def test_cli_run_finds_a_real_torch_disagreement(tmp_path: Path, capsys) -> None
     assert (out / "report.md").read_text().startswith("# affuzz campaign report")
     assert summary["cases"] == 60 and summary["internal_errors"] == 0
     assert summary["verdicts"]["expected"] > 0  # documented limitations are counted, not reported
+    # comparisons of rules the Function itself makes disagree are skipped and counted by reason
+    assert sum(summary["not_applicable_by_reason"].values()) == sum(
+        c.get("not_applicable", 0) for c in [summary["verdicts"], *summary["metamorphic_verdicts"].values()]
+    )
     verified = [b for b in summary["buckets"] if b["status"] == "verified"]
     assert verified, summary
     for b in verified:
         _check_finding_dir(out / b["path"])
+        assert sum(b["stacks"].values()) >= 1  # every "oracle: stack" the bucket was hit under
+        if b["id"].startswith("error-"):  # NOTE [error buckets]: keyed by the torch error alone
+            assert b["signature"].startswith("error|") and " @ " in b["signature"]
     assert "verified findings" in capsys.readouterr().out
 
 

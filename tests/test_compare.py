@@ -232,3 +232,44 @@ def test_bad_registry_is_named(tmp_path: Path, entry: dict, message: str) -> Non
     with pytest.raises(RegistryError) as info:
         load_registry(path)
     assert str(path) in str(info.value) and message in str(info.value)
+
+
+# ------------------------------------------------------------------------------- one bug, one bucket
+
+
+def test_one_torch_error_is_one_bucket_across_oracles_stacks_and_verdicts() -> None:
+    from fuzzer.signature import Signature
+
+    fp = "AssertionError: flat_bdims must not be None @ torch/_functorch/vmap.py:wrap_batched"
+    ids = {
+        Signature("error_functorch_only", "functorch_vs_create_graph", ("vmap",), ("mark_dirty",), fp).id,
+        Signature("different_errors", "vmap_vs_loop", ("hessian", "vmap"), (), fp).id,
+        Signature("error_reference_only", "jacrev_vs_jacfwd", ("jacrev",), ("custom_jvp",), fp).id,
+    }
+    assert len(ids) == 1 and ids.pop().startswith("error-")
+    other = Signature("error_functorch_only", "functorch_vs_create_graph", ("vmap",), (), fp.replace("flat", "x"))
+    assert other.id.startswith("error-") and other.id != Signature("error_functorch_only", "x", (), (), fp).id
+
+
+def test_error_keys_ignore_numbers_brackets_and_generated_class_names() -> None:
+    a = RuntimeError(
+        "one of the variables needed for gradient computation has been modified by an inplace operation: "
+        "[torch.FloatTensor [1, 1]], which is output 1 of FnGenerated, is at version 1; expected version 0"
+    )
+    b = RuntimeError(
+        "one of the variables needed for gradient computation has been modified by an inplace operation: "
+        "[torch.DoubleTensor [2]], which is output 0 of Fn, is at version 2; expected version 1"
+    )
+    assert repro_lib.error_key(a) == repro_lib.error_key(b)
+    assert repro_lib.error_key(RuntimeError("Output 1 of FnGenerated is a view")) == repro_lib.error_key(
+        RuntimeError("Output 2 of Fn is a view")
+    )
+
+
+def test_derivatives_are_not_exact_past_first_order_through_an_ignored_saved_output(seed_case: Case) -> None:
+    from fuzzer.features import derivatives_exact
+
+    # the seed saves the output it ignores the grad of: its declared second derivative is not the true one
+    assert not derivatives_exact(seed_case)
+    one_level = replace(seed_case, transforms=seed_case.transforms[1:])
+    assert derivatives_exact(one_level)

@@ -146,15 +146,17 @@ def classify(
     """Classify the script's raw verdict: per side, by what that side runs (module docstring).
 
     NOTE [error buckets]
-    An error finding's fingerprint is the sorted fingerprints (:attr:`Side.fingerprint`: type, message
-    with numbers ignored, the torch frame that raised) of the errors no limitation explains, or of the
-    errors PyTorch calls bugs. It is the same under every oracle, stack and verdict the error shows up
-    in, so one torch error is one bucket (:mod:`fuzzer.signature`).
+    An error finding's fingerprint (:attr:`Side.fingerprint`: type, first clause of the message with
+    numbers, bracketed details and class names ignored, the torch frame that raised) is that of the
+    first error no limitation explains, or that PyTorch calls a bug, side A (torch.func) before side B:
+    the error torch.func raised is the one to file, whatever the other side then did. It is the same
+    under every oracle, stack and verdict the error shows up in, so one torch error is one bucket
+    (:mod:`fuzzer.signature`).
     """
     v = outcome.verdict
     pairs = ((outcome.functorch, sides[0]), (outcome.reference, sides[1]))
     if v == "torch_bug_error":
-        return Classified(v, None, " || ".join(sorted({s.fingerprint for s, _ in pairs if s.torch_bug})))
+        return Classified(v, None, next(s.fingerprint for s, _ in pairs if s.torch_bug))
     if v not in ("error_functorch_only", "error_reference_only", "different_errors"):
         return Classified(v, None, "")
     names: list[str] = []
@@ -169,4 +171,4 @@ def classify(
             unexplained.append(side.fingerprint)
     if not unexplained:
         return Classified("expected", "+".join(dict.fromkeys(names)), "")
-    return Classified(v, None, " || ".join(sorted(set(unexplained))))
+    return Classified(v, None, unexplained[0])

@@ -43,9 +43,15 @@ def outcome(mode, requires_grad):  # one side on fresh inputs: what it returns, 
 
 
 def error_key(e):
-    text = (str(e).strip().splitlines() or [""])[0]
-    text = re.split(r"[:;,.]\s", re.sub(r"\[[^\]]*\]+", "[...]", text), maxsplit=1)[0]
-    return f"{type(e).__name__}: {re.sub(r'[0-9]+', 'N', re.sub(r'Fn[A-Za-z]*', 'Fn', text))[:160]}"
+    text = re.sub(r"\[[^\]]*\]+", "[...]", (str(e).strip().splitlines() or [""])[0])
+    parts = re.split(r"(?<=[:;,.])\s", text)
+    head = parts[0]
+    for part in parts[1:]:  # whole clauses, at least 40 characters ("vmap: ..." keeps its second clause)
+        if len(head) >= 40:
+            break
+        head += " " + part
+    head = re.sub(r"[:;,.]$", "", head)
+    return f"{type(e).__name__}: {re.sub(r'[0-9]+', 'N', re.sub(r'Fn[A-Za-z]*', 'Fn', head))[:160]}"
 
 
 def torch_bug(e):

@@ -51,6 +51,7 @@ CONDITIONS = (
     "legacy_forward",
     "saves_input_returned_as_is",
     "f_modifies_output_in_place",
+    "side_linearize_nested",
 )
 DEFAULT_REGISTRY = Path(__file__).with_name("known_limitations.json")
 
@@ -70,6 +71,7 @@ def condition_holds(name: str, case: Case, side: SideInfo) -> bool:
         "legacy_forward": fn.style == "legacy",
         "saves_input_returned_as_is": saves_input_returned_as_is(case),
         "f_modifies_output_in_place": bool(case.f.inplace),
+        "side_linearize_nested": side.linearize_nested,
     }[name]
 
 

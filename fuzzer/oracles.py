@@ -10,7 +10,8 @@ compute the same mathematics another way:
     jacrev_vs_jacfwd            first-order jacrev and jacfwd levels (no derivative level inside them)
                                 swapped for each other, still under torch.func
     vmap_vs_loop                every vmap replaced by a Python loop over the batch (vmap_loop), the
-                                other levels still torch.func
+                                other levels still torch.func (only with another level: a stack of vmaps
+                                alone is the main oracle)
     forward_over_reverse        second-order levels recomputed the other way round: a jacrev directly
                                 over a reverse level (grad, jacrev, vjp) becomes jacfwd, and hessian
                                 (jacfwd over jacrev) becomes jacrev over jacrev
@@ -78,8 +79,8 @@ def applicable(case: Case) -> tuple[str, ...]:
     res = [MAIN]
     if alternate_stack(case, "jacrev_vs_jacfwd") is not None:
         res.append("jacrev_vs_jacfwd")
-    if any(t.name == "vmap" for t in case.transforms):
-        res.append("vmap_vs_loop")
+    if any(t.name == "vmap" for t in case.transforms) and any(t.name != "vmap" for t in case.transforms):
+        res.append("vmap_vs_loop")  # (a stack of vmaps only: side B would be the main oracle's side B)
     if alternate_stack(case, "forward_over_reverse") is not None:
         res.append("forward_over_reverse")
     return tuple(res)

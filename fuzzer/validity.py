@@ -21,7 +21,18 @@ as-is or a view must get a view of the input's tangent, which cannot drop the te
 
     paths differ at    compares                     not applicable when (reason)
     ---------------    --------                     --------------------------------------------------
+    any              the Function breaks a documented a tensor stored directly on ctx ("Tensors should
+                     rule                            not be stored directly on ctx", Function.setup_context
+                                                    docs, "to prevent incorrect gradients")
+                                                    (tensor_saved_on_ctx)
+    any              the Function contradicts itself  the same tensor returned twice with one copy's grad
+                                                    ignored and the other's used: no single derivative
+                                                    (repeated_output_contradicts)
     (same path)        nothing the Function decides -
+    any, one side      the hand-written vmap rule vs    the rule stacks per-sample outputs anew, losing the
+    vmapping the Fn    forward                          aliasing of a repeated output or a view of an
+                                                    output, and f modifies an output in place
+                                                    (vmap_rule_loses_aliasing)
     order 1            backward vs jvp              an aliased drop on an output f uses
                                                     (backward_vs_jvp_first_order); f doubles an output
                                                     in place under no_grad, which forward AD sees and
@@ -61,6 +72,9 @@ _F = ("jacfwd", "jvp", "linearize")
 #: torch.func transforms that run the Function under vmap (directly or through their own vmap).
 _VMAPS = ("vmap", "jacrev", "jacfwd", "hessian")
 REASONS = (
+    "tensor_saved_on_ctx",
+    "repeated_output_contradicts",
+    "vmap_rule_loses_aliasing",
     "backward_vs_jvp_first_order",
     "inplace_under_no_grad",
     "backward_second_order",
@@ -76,6 +90,7 @@ class SideInfo:
     functorch: bool  # some level is a torch.func transform
     vmap: bool  # the Function runs under torch.func vmap (vmap, jacrev, jacfwd, hessian)
     forward_ad: bool  # some level uses forward-mode AD
+    linearize_nested: bool = False  # torch.func.linearize with a vmap-ing or forward-mode level around or in it
 
 
 def _path(transforms: tuple[Transform, ...], *, create_graph: bool = False) -> tuple[str, ...]:
@@ -92,11 +107,13 @@ def _path(transforms: tuple[Transform, ...], *, create_graph: bool = False) -> t
 
 def _functorch_side(transforms: tuple[Transform, ...], *, loops: bool = False) -> SideInfo:
     names = [t.name for t in transforms]
+    others = [n for n in names if n != "linearize" and not (loops and n == "vmap")]
     return SideInfo(
         path=_path(transforms),
         functorch=any(n not in ("autograd_grad",) and not (loops and n == "vmap") for n in names),
         vmap=any(n in _VMAPS and not (loops and n == "vmap") for n in names),
         forward_ad=any(n in _F or n == "hessian" for n in names),
+        linearize_nested="linearize" in names and any(n in _VMAPS or n in _F for n in others),
     )
 
 
@@ -162,6 +179,17 @@ def rule_conflict(case: Case, a: SideInfo, b: SideInfo) -> str | None:
     """The reason two sides may see different rules of ``case``'s Function, or None (NOTE [valid
     comparisons])."""
     fn = case.function
+    if fn.on_ctx:
+        return "tensor_saved_on_ctx"
+    refs = [o.ref for o in fn.outputs if o.kind in ("node", "input")]
+    for ref in set(refs):
+        copies = [j for j, o in enumerate(fn.outputs) if o.kind in ("node", "input") and o.ref == ref]
+        if len(copies) > 1 and 0 < len(set(copies) & set(fn.unused_grads)) < len(copies):
+            return "repeated_output_contradicts"
+    if fn.vmap_rule == "custom" and case.f.inplace and a.vmap != b.vmap:
+        views_of_outputs = any(o.kind == "view" and o.ref.startswith("t") for o in fn.outputs)
+        if len(refs) != len(set(refs)) or views_of_outputs:
+            return "vmap_rule_loses_aliasing"
     if a.path == b.path:
         return None
     first = next((i for i, (p, q) in enumerate(zip(a.path, b.path, strict=False)) if p != q), 0)

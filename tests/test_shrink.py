@@ -76,36 +76,42 @@ def test_a_different_bug_is_never_accepted(planted_case: Case) -> None:
     assert not Shrinker(other_error, _runner("vmap_vs_loop")).same_bug(planted_case)
 
 
-def _repeated_output_case() -> Case:
-    """A torch 2.13 disagreement inside a bigger case: f returns the same node twice and backward ignores
-    the second grad; functorch and create_graph mode differ. Extra input, node, outputs and levels."""
+def _real_bug_case() -> Case:
+    """A torch 2.13 bug inside a bigger case: with generate_vmap_rule=True, a Function that calls both
+    save_for_backward (x1, x0) and save_for_forward (x0, x1) gets wrong gradients under vmap (the
+    generated rule keeps one saved-tensor batch-dims record for both). Extra input, node, output, level."""
     fn = FunctionDef(
-        n_inputs=2,
-        nodes=(Node("sin", ("x0",)), Node("mul", ("t0", "x1")), Node("exp", ("x1",))),
-        outputs=(Output("node", "t1"), Output("node", "t1"), Output("node", "t2")),
-        saved=("x0", "x1", "t0", "t2"),
-        unused_grads=(1,),
+        n_inputs=3,
+        nodes=(Node("pow", ("x0",), 2), Node("sin", ("x2",)), Node("mul", ("t1", "x2"))),
+        outputs=(Output("node", "t0"), Output("node", "t2")),
+        saved=("x1", "x0", "x2"),
+        vmap_rule="generate",
+        jvp_rule=True,
     )
     base = Case(
         function=fn,
-        f=FDef(uses=(0, 1, 2), combine="sum"),
-        inputs=Inputs(shape=(3,), values=((0.3, -1.2, 0.7), (1.1, 0.4, -0.5)), dtype="float64"),
-        transforms=(Transform("autograd_grad"), Transform("grad")),
+        f=FDef(uses=(0, 1), combine="sum"),
+        inputs=Inputs(
+            shape=(2,),
+            values=((1.0, 0.5, -1.0, 1.5, 2.0, 0.25), (1.0, 2.0), (0.5, -0.5)),
+            dtype="float64",
+        ),
+        transforms=(Transform("autograd_grad"), Transform("vmap", batch_size=3, in_dims=(0, None, None))),
     )
     return validate(base)
 
 
 def test_real_torch_disagreement_shrinks_to_a_small_repro_that_reproduces(tmp_path: Path) -> None:
-    case = _repeated_output_case()
+    case = _real_bug_case()
     oracle = "functorch_vs_create_graph"
     goal = _goal(case, oracle)
     if goal.verdict == "consistent":
-        pytest.skip("this torch has no repeated-output disagreement")
-    assert "output_repeated" in goal.features
+        pytest.skip("this torch has no generate_vmap_rule save_for_backward/save_for_forward disagreement")
+    assert goal.verdict == "value_mismatch" and "custom_jvp" in goal.features
     result = Shrinker(goal, _runner(oracle)).shrink(case)
     small = result.case
     assert size(small) < size(case)
-    assert small.function.n_inputs == 1 and len(small.transforms) <= 2
+    assert small.function.n_inputs <= 2 and len(small.function.outputs) == 1 and len(small.transforms) <= 2
     assert repro_lines(small, oracle) < repro_lines(case, oracle)
     repro = tmp_path / "repro.py"
     repro.write_text(render(small, header=["shrunk"], oracle=oracle, style="repro"))
@@ -120,6 +126,20 @@ def test_real_torch_disagreement_shrinks_to_a_small_repro_that_reproduces(tmp_pa
         cwd=tmp_path,
     )
     assert proc.returncode == 1 and "1 failed" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_repeated_output_with_one_grad_ignored_is_the_functions_fault() -> None:
+    """f returns the same node twice and backward ignores one copy's grad: the Function declares two
+    derivatives for one tensor, so no comparison of it is a torch finding (NOTE [valid comparisons])."""
+    fn = FunctionDef(
+        n_inputs=1,
+        nodes=(Node("sin", ("x0",)),),
+        outputs=(Output("node", "t0"), Output("node", "t0")),
+        saved=("x0",),
+        unused_grads=(1,),
+    )
+    case = validate(Case(fn, FDef(uses=(0,)), Inputs((), ((0.5,),)), (Transform("grad"),)))
+    assert _runner("functorch_vs_create_graph")(case) == ("not_applicable", "")
 
 
 def test_hypothesis_stage_shrinks_from_the_drawn_bytes() -> None:

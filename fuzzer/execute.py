@@ -65,11 +65,13 @@ class Outcome:
 
 
 def torch_frame(e: BaseException) -> str:
-    """``torch/<path>:<function>`` of the innermost traceback frame inside torch ('' if none)."""
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if "/torch/" in f.filename.replace("\\", "/")]
-    if not frames:
+    """``torch/<path>:<function>`` of the frame that raised ``e`` when it is torch's Python code; '' when
+    the innermost frame is the case's own code (an op it called raised from C++, and the message names
+    the op): the torch frames further out only say which transform called the case."""
+    frames = traceback.extract_tb(e.__traceback__)
+    path = frames[-1].filename.replace("\\", "/") if frames else ""
+    if "/torch/" not in path:
         return ""
-    path = frames[-1].filename.replace("\\", "/")
     return f"torch/{path.rsplit('/torch/', 1)[1]}:{frames[-1].name}"
 
 

@@ -276,7 +276,26 @@ def report_markdown(summary: dict[str, Any]) -> str:
             "Each verified repro exits 1 under this torch: `python findings/<bucket>/repro.py`; the same check as a"
             " test: `pytest findings/<bucket>/test_repro.py`. Shrink: the longest shrink of the bucket and the"
             " non-blank lines of its published repro.",
+            "",
+            "### Where each bucket was hit",
+            "",
+            "An error bucket is one torch error under every oracle, stack and verdict (NOTE [error buckets]);"
+            " every `oracle: stack` it was hit under, most hits first (all of them: `stacks` in summary.json):",
+            "",
         ]
+        for b in summary["buckets"]:
+            stacks = sorted((b.get("stacks") or {}).items(), key=lambda kv: -kv[1])
+            shown = ", ".join(f"`{k}` {n}" for k, n in stacks[:8]) + (
+                f", ... ({len(stacks)} in all)" if len(stacks) > 8 else ""
+            )
+            lines.append(f"- {b['id']}: {shown or '-'}")
+        na = summary.get("not_applicable_by_reason") or {}
+        if na:
+            lines += [
+                "",
+                "Comparisons not run because the Function's own rules disagree there (NOTE [valid comparisons]): "
+                + ", ".join(f"{k} {v}" for k, v in sorted(na.items(), key=lambda kv: -kv[1])),
+            ]
     return "\n".join(lines) + "\n"
 
 

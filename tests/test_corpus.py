@@ -204,3 +204,38 @@ def test_bisect_cli_on_this_torch_alone(tmp_path: Path, capsys) -> None:
     """Both ends are this interpreter's release: no venv is created, the verdicts agree."""
     assert main(["bisect", str(DATA / "seed_case.json"), "--versions", f"{THIS_TORCH},{THIS_TORCH}"]) == 0
     assert "no change" in capsys.readouterr().out
+
+
+def test_rejudging_drops_non_findings_and_merges_one_root_cause(
+    planted_case: Case, seed_case: Case, tmp_path: Path
+) -> None:
+    """bench/rejudge_corpus.py: an entry that is a finding on no torch leaves; entries of one error
+    fingerprint become one, listing the others as variants; the rest get the new history and status."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("rejudge", ROOT / "bench" / "rejudge_corpus.py")
+    rejudge = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(rejudge)
+    corpus = tmp_path / "corpus"
+    for name in ("artifact", "bug-a", "bug-b", "seed"):
+        _entry(corpus, name, seed_case if name == "seed" else planted_case, "value_mismatch")
+    (corpus / "bug-a" / "repro.py").write_text("x = 1\n")  # the smaller repro is the one kept
+    fp = "AssertionError: flat_bdims must not be None @ torch/_functorch/vmap.py:wrap_batched"
+    records = [
+        {"id": "artifact", "torch_version": "2.13.0", "verdict": "not_applicable", "detail": "tensor_saved_on_ctx"},
+        {"id": "bug-a", "torch_version": "2.13.0", "verdict": "torch_bug_error", "detail": fp},
+        {"id": "bug-b", "torch_version": "2.13.0", "verdict": "torch_bug_error", "detail": fp},
+        {"id": "seed", "torch_version": "2.0.1", "verdict": "value_mismatch", "detail": ""},
+        {"id": "seed", "torch_version": "2.13.0", "verdict": "consistent", "detail": ""},
+    ]
+    (tmp_path / "r.json").write_text(json.dumps(records))
+    assert rejudge.main([str(tmp_path / "r.json"), "--corpus", str(corpus)]) == 0
+    assert sorted(p.name for p in corpus.iterdir()) == ["bug-a", "seed"]
+    a = json.loads((corpus / "bug-a" / "meta.json").read_text())
+    assert (
+        a["variants"] == ["bug-b"] and a["error"] == fp and a["verdict"] == "torch_bug_error" and a["status"] == "open"
+    )
+    seed = load_entry(corpus / "seed")
+    assert seed.status == "fixed-in 2.13.0" and seed.expected_verdict("2.0.1") == "value_mismatch"
+    assert seed.expected_verdict("2.13.0") == "consistent"

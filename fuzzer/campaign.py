@@ -637,7 +637,7 @@ class Campaign:
         known = self._quick.get(rf.quick) or (self._raw.get(rf.same_as, rf.same_as) if rf.same_as else None)
         if known is None and rf.raw is not None:
             known = self._raw.get(rf.raw.id)
-        stack = f"{rf.oracle}: {rf.quick.split('|')[2]}"  # quick key: verdict|oracle|skeleton|...
+        stack = f"{rf.oracle}: {'>'.join(rf.stack)}"
         self._stacks[known or (rf.raw.id if rf.raw is not None else rf.quick)][stack] += 1
         if known is not None:
             self._quick[rf.quick] = known

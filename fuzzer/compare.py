@@ -159,7 +159,7 @@ def classify(
     pairs = ((outcome.functorch, sides[0]), (outcome.reference, sides[1]))
     if v == "torch_bug_error":
         return Classified(v, None, next(s.fingerprint for s, _ in pairs if s.torch_bug))
-    if v not in ("error_functorch_only", "error_reference_only", "different_errors"):
+    if v not in ERROR_VERDICTS:
         return Classified(v, None, "")
     names: list[str] = []
     unexplained: list[str] = []

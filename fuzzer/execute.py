@@ -79,8 +79,7 @@ def _side(result: Any, ns: dict[str, Any]) -> Side:
     """A side's result as the script's ``outcome()`` gave it: a value, or the exception raised."""
     if isinstance(result, BaseException):
         msg = str(result).strip().splitlines()
-        bug = bool(ns["torch_bug"](result)) if "torch_bug" in ns else False
-        key = str(ns["error_key"](result)) if "error_key" in ns else ""
+        bug, key = bool(ns["torch_bug"](result)), str(ns["error_key"](result))  # the script's own
         return Side(None, type(result).__name__, msg[0] if msg else "", torch_frame(result), bug, key)
     return Side(str(result), None, None)
 

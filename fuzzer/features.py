@@ -8,6 +8,7 @@ returns only tags that apply to a case. Torch-free.
 from __future__ import annotations
 
 from .case import Case, grad_flows
+from .validity import backward_second_order_issues, sides
 
 #: Every tag affuzz knows, in report order. :data:`RESERVED` ones name vocabulary the case IR cannot
 #: express yet; :func:`features` never returns them.
@@ -112,8 +113,6 @@ def derivatives_exact(case: Case) -> bool:
     ``f`` uses (an output ``f`` ignores has zero gradient, so dropping it is exact, as in the seed), no
     None grads, no planted vmap bug, nothing detached, no once_differentiable, no output declared
     non-differentiable, and, from the second order on, a backward whose own derivative is exact."""
-    from .validity import backward_second_order_issues, sides
-
     fn = case.function
     _, live_inputs = grad_flows(fn)
     order = len(sides(case, "functorch_vs_create_graph")[0].path)

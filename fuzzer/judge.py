@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from .case import Case
 from .compare import Limitation, classify, load_registry
 from .execute import Outcome, run_case
-from .validity import not_applicable, sides
+from .validity import rule_conflict, sides
 
 SUBJECTS = ("torch", "function")
 
@@ -60,12 +60,13 @@ class Judge:
         self.subject = subject
 
     def __call__(self, case: Case, oracle: str, *, recheck: bool = True) -> Judgement:
+        both = sides(case, oracle)
         if self.subject == "torch":
-            reason = not_applicable(case, oracle)
+            reason = rule_conflict(case, *both)
             if reason is not None:
                 return Judgement("not_applicable", oracle, reason)
         outcome = run_case(case, oracle, timeout=self.timeout)
-        c = classify(outcome, self.registry, case, sides(case, oracle))
+        c = classify(outcome, self.registry, case, both)
         if c.verdict == "value_mismatch" and recheck and case.inputs.dtype != "float64":
             wide = replace(case, inputs=replace(case.inputs, dtype="float64"))
             if self(wide, oracle, recheck=False).verdict == "consistent":

@@ -34,12 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from .case import Case, case_to_json
+from .compare import ERROR_VERDICTS, QUIET_VERDICTS
 from .corpus import Entry, history_verdict, recorded, version_tuple
 from .replay_worker import PREFIX
 
 ROOT = Path(__file__).resolve().parent.parent
-ERROR_VERDICTS = ("error_functorch_only", "error_reference_only", "different_errors", "torch_bug_error")
-QUIET_VERDICTS = ("consistent", "expected", "not_applicable", "nonfinite")  # as fuzzer.compare (torch-free here)
 CHANGES = ("fixed", "regressed", "new_error", "changed", "crash", "hang", "new", "absent", "earlier")
 #: Changes that are news but not a failure: nothing recorded says otherwise.
 INFORMATIONAL = ("new", "absent", "earlier")

@@ -3,7 +3,7 @@
 NOTE [signatures]
 An error finding's signature is its error fingerprint (NOTE [error buckets] in :mod:`fuzzer.compare`):
 one torch error is one bucket whatever the oracle, stack or verdict it shows up under; the stacks it
-was hit under are listed in the bucket's ``stacks`` (summary.json and finding.json). A value finding's
+was hit under are listed in the bucket's ``stacks`` (summary.json; report.md shows them). A value finding's
 signature is (verdict, oracle, transform skeleton, essential features). The skeleton is the stack's
 transform names, outermost first (``autograd_grad>grad``); batch sizes, argnums, shapes and values are
 left out. A feature is *essential* when taking it away (:func:`fuzzer.ablate.without`) makes the two

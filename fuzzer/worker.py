@@ -115,6 +115,7 @@ class RawFinding:
     verdict: str
     quick: str
     fingerprint: str
+    stack: tuple[str, ...] = ()  # the case's transform skeleton (where the bucket was hit)
     raw: Signature | None = None
     case: Case | None = None
     outcome: Outcome | None = None
@@ -204,7 +205,7 @@ class Worker:
     def __init__(self, init: WorkerInit, beat: Beat | None = None) -> None:
         self.init = init
         self.beat: Beat = beat or (lambda what: None)
-        self.judge_ = Judge(timeout=init.case_timeout, subject=init.subject)
+        self._judge = Judge(timeout=init.case_timeout, subject=init.subject)
         self.decoder = Decoder(init.seed, init.strategy_kwargs, init.database)
         self.strategy = self.decoder.strategy
         self.coverage = Coverage.from_json(init.coverage) if init.coverage else Coverage()
@@ -278,7 +279,7 @@ class Worker:
         """(verdict, error fingerprint) of ``case`` under ``oracle``: what the shrinker keeps."""
         self.beat(self._current)
         try:
-            j = self.judge_(case, oracle)
+            j = self._judge(case, oracle)
         except Exception:  # noqa: BLE001
             return "internal_error", ""
         return j.verdict, j.fingerprint
@@ -295,7 +296,7 @@ class Worker:
         for oracle in applicable(case):
             self.beat(self._current)
             try:
-                j = self.judge_(case, oracle)
+                j = self._judge(case, oracle)
                 torch_seconds += j.seconds
                 noise += j.float32_noise
                 verdicts.append((oracle, j.verdict, j.reason))
@@ -318,19 +319,20 @@ class Worker:
 
     def _finding(self, case: Case, verdict: str, outcome: Outcome, oracle: str, fp: str) -> RawFinding:
         quick = quick_key(verdict, oracle, case, fp)
+        stack = skeleton(case)
         if quick in self._seen:
-            return RawFinding(oracle, verdict, quick, fp)
+            return RawFinding(oracle, verdict, quick, fp, stack)
         self._seen.add(quick)
         if verdict in ERROR_VERDICTS:
             # NOTE [error buckets]: the bucket is the error's fingerprint; known ones need no ablation
-            key = Signature(verdict, oracle, skeleton(case), (), fp).id
+            key = Signature(verdict, oracle, stack, (), fp).id
             if key in self._error_keys or any(bucket_id == key for bucket_id, _, _ in self.buckets):
-                return RawFinding(oracle, verdict, quick, fp, same_as=key)
+                return RawFinding(oracle, verdict, quick, fp, stack, same_as=key)
             self._error_keys.add(key)
         else:
             known = self._known_bucket(case, Goal(verdict, oracle, (), fp))
             if known is not None:
-                return RawFinding(oracle, verdict, quick, fp, same_as=known)
+                return RawFinding(oracle, verdict, quick, fp, stack, same_as=known)
         raw = signature(
             case,
             verdict,
@@ -338,7 +340,7 @@ class Worker:
             oracle=oracle,
             error=fp if verdict in ERROR_VERDICTS else "",
         )
-        return RawFinding(oracle, verdict, quick, fp, raw, case, outcome)
+        return RawFinding(oracle, verdict, quick, fp, stack, raw, case, outcome)
 
     def _known_bucket(self, case: Case, seen: Goal) -> str | None:
         """NOTE [signature memo]: the first bucket whose bug ``case`` shows once its stack is cut to the
@@ -400,7 +402,7 @@ class Worker:
                 "exhausted": result.exhausted,
             }
         self.beat(("job", job.id))
-        outcome = self.judge_(shrunk, goal.oracle).outcome
+        outcome = self._judge(shrunk, goal.oracle).outcome
         assert outcome is not None
         triage = None
         if goal.verdict == "value_mismatch":

@@ -191,10 +191,8 @@ def _function(
     unused = [j for j in range(len(outputs)) if draw(st.booleans())]
     # The same tensor returned twice gets one declared derivative: its copies' grads are all used or all
     # ignored, as the first copy's (NOTE [valid comparisons] in fuzzer/validity.py).
-    first = {}
-    for j, o in enumerate(outputs):
-        first.setdefault((o.kind, o.ref) if o.kind != "view" else (j,), j)
-    unused = tuple(j for j, o in enumerate(outputs) if first[(o.kind, o.ref) if o.kind != "view" else (j,)] in unused)
+    same = [(o.kind, o.ref) if o.kind != "view" else j for j, o in enumerate(outputs)]  # views are distinct
+    unused = tuple(j for j, key in enumerate(same) if same.index(key) in unused)
     nones = tuple(i for i in range(n_in) if draw(_rarely))
     style = draw(style_st)
     rules = [r for r in vmap_rules if r == "none"] if style == "legacy" else list(vmap_rules)

@@ -10,7 +10,7 @@ Every strategy is torch-free, takes keyword-only arguments (validated; bad ones 
 choices simplest first, so Hypothesis shrinks toward scalar inputs, one output and one transform.
 """
 
-from .cases import SHAPES, cases
+from .cases import SHAPES, case_groups, cases
 from .functions import functions, views
 from .inputs import VALUES, tensor_values
 from .transforms import transform_stacks
@@ -18,6 +18,7 @@ from .transforms import transform_stacks
 __all__ = [
     "SHAPES",
     "VALUES",
+    "case_groups",
     "cases",
     "functions",
     "tensor_values",

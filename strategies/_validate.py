@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from typing import TypeVar
 
+from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
+
+T = TypeVar("T")
 
 
 def check_int_range(name: str, value: object, lo: int, hi: int) -> int:
@@ -26,3 +31,24 @@ def check_subset(name: str, values: Iterable[str], allowed: Iterable[str]) -> tu
 def check_min_max(lo_name: str, lo: int, hi_name: str, hi: int) -> None:
     if lo > hi:
         raise InvalidArgument(f"{lo_name}={lo} must not exceed {hi_name}={hi}")
+
+
+# NOTE [cheap draws]
+# Building a strategy object costs more than drawing from it (``sampled_from`` of a list is not cached
+# by Hypothesis and validates itself on every draw), and a case makes about a hundred draws. So the
+# composites draw an element of a sequence as an integer index (``pick``: Hypothesis shrinks it to 0,
+# the simplest option first, exactly as ``sampled_from`` does) from a cached ``integers`` strategy.
+
+
+@lru_cache(maxsize=4096)
+def ints(lo: int, hi: int) -> st.SearchStrategy[int]:
+    """``st.integers(lo, hi)``, one object per range."""
+    return st.integers(lo, hi)
+
+
+BOOLS = st.booleans()
+
+
+def pick(draw: st.DrawFn, options: Sequence[T]) -> T:
+    """One element of ``options`` (non-empty), shrinking toward the first."""
+    return options[draw(ints(0, len(options) - 1))] if len(options) > 1 else options[0]

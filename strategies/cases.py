@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import lru_cache
 
 from hypothesis import assume
 from hypothesis import strategies as st
@@ -22,7 +23,9 @@ from fuzzer.case import (
     STYLES,
     Case,
     FDef,
+    FunctionDef,
     Inputs,
+    Transform,
     forward_bound,
     input_shapes,
     numel,
@@ -31,12 +34,12 @@ from fuzzer.case import (
     repair_vmap_dims,
 )
 
-from ._validate import check_int_range, check_subset
+from ._validate import BOOLS, check_int_range, check_subset, ints, pick
 from .functions import _rarely, functions
 from .inputs import tensor_values
 from .transforms import transform_stacks
 
-__all__ = ["SHAPES", "cases"]
+__all__ = ["SHAPES", "case_groups", "cases"]
 
 #: Base shapes, simplest first: from scalar to small 2-D.
 SHAPES: tuple[tuple[int, ...], ...] = (
@@ -69,23 +72,64 @@ def cases(
 ) -> st.SearchStrategy[Case]:
     """Cases for the differential check. See :func:`strategies.functions` and
     :func:`strategies.transform_stacks` for the parameters passed through."""
-    check_int_range("max_inputs", max_inputs, 1, 3)
-    dtypes = check_subset("dtypes", dtypes, DTYPES)
-    check_int_range("max_cost", max_cost, 1, 1_000_000)
+    params = _params(max_inputs, max_outputs, max_nodes, min_depth, max_depth, transforms, outer_autograd)
+    return _case(*params, tuple(styles), tuple(vmap_rules), check_subset("dtypes", dtypes, DTYPES), _cost(max_cost))
 
-    return _case(
-        max_inputs,
-        max_outputs,
-        max_nodes,
-        min_depth,
-        max_depth,
-        tuple(transforms),
-        outer_autograd,
-        tuple(styles),
-        tuple(vmap_rules),
-        dtypes,
-        max_cost,
-    )
+
+def case_groups(
+    *,
+    size: int = 4,
+    max_inputs: int = 3,
+    max_outputs: int = 3,
+    max_nodes: int = 4,
+    min_depth: int = 1,
+    max_depth: int = 3,
+    transforms: Sequence[str] = FUNCTORCH_TRANSFORMS,
+    outer_autograd: bool | None = None,
+    styles: Sequence[str] = STYLES,
+    vmap_rules: Sequence[str] = ("none", "generate", "custom"),
+    dtypes: Sequence[str] = DTYPES,
+    max_cost: int = 256,
+) -> st.SearchStrategy[tuple[Case | None, ...]]:
+    """``size`` cases that share one Function and ``f`` (and base shape), each with its own transform
+    stack, dtype and input values: the cheap way to draw many cases (NOTE [case groups]).
+
+    Invariants: the tuple has exactly ``size`` entries; entry 0 is distributed as :func:`cases` draws a
+    case; entry ``i > 0`` draws its stack as :func:`cases` does and is None when that stack does not fit
+    the group's base shape within ``max_cost`` or its forward values exceed
+    :data:`fuzzer.case.MAX_MAGNITUDE`. Every entry that is not None satisfies :func:`cases`'s invariants.
+    """
+    check_int_range("size", size, 1, 64)
+    params = _params(max_inputs, max_outputs, max_nodes, min_depth, max_depth, transforms, outer_autograd)
+    dt = check_subset("dtypes", dtypes, DTYPES)
+    return _group(size, *params, tuple(styles), tuple(vmap_rules), dt, _cost(max_cost))
+
+
+def _params(
+    max_inputs: int,
+    max_outputs: int,
+    max_nodes: int,
+    min_depth: int,
+    max_depth: int,
+    transforms: Sequence[str],
+    outer_autograd: bool | None,
+) -> tuple[int, int, int, int, int, tuple[str, ...], bool | None]:
+    check_int_range("max_inputs", max_inputs, 1, 3)
+    return (max_inputs, max_outputs, max_nodes, min_depth, max_depth, tuple(transforms), outer_autograd)
+
+
+def _cost(max_cost: int) -> int:
+    check_int_range("max_cost", max_cost, 1, 1_000_000)
+    return max_cost
+
+
+# NOTE [case groups]
+# Decoding a case with Hypothesis costs about as much as running it (a few ms: ~15 us per choice, most
+# of them spent on the Function), so campaigns draw cases in groups: one Function and ``f`` under
+# several transform stacks, each with its own dtype and input values. Entry 0 is drawn exactly as a
+# lone case (stack first, then a base shape that fits it); later entries draw a stack for that shape and
+# are dropped (None) when it does not fit. Each entry is still one whole case (one Function, one stack,
+# one set of inputs); a group only shares the Function's decoding.
 
 
 @st.composite
@@ -103,18 +147,59 @@ def _case(
     dtypes: tuple[str, ...],
     max_cost: int,
 ) -> Case:
-    n_inputs = draw(st.integers(1, max_inputs))
-    stack = draw(
-        transform_stacks(
-            n_inputs=n_inputs,
-            min_depth=min_depth,
-            max_depth=max_depth,
-            transforms=transforms,
-            outer_autograd=outer_autograd,
+    group = draw(
+        _group(
+            1,
+            max_inputs,
+            max_outputs,
+            max_nodes,
+            min_depth,
+            max_depth,
+            transforms,
+            outer_autograd,
+            styles,
+            vmap_rules,
+            dtypes,
+            max_cost,
         )
     )
+    assume(group[0] is not None)  # no overflowing chains (exp of exp of exp...)
+    return group[0]
+
+
+@lru_cache(maxsize=8)
+def _uses(n_out: int) -> st.SearchStrategy[list[int]]:
+    """NOTE [cheap draws]: which outputs ``f`` uses."""
+    return st.lists(st.integers(0, n_out - 1), min_size=1, max_size=n_out, unique=True)
+
+
+@st.composite
+def _group(
+    draw: st.DrawFn,
+    size: int,
+    max_inputs: int,
+    max_outputs: int,
+    max_nodes: int,
+    min_depth: int,
+    max_depth: int,
+    transforms: tuple[str, ...],
+    outer_autograd: bool | None,
+    styles: tuple[str, ...],
+    vmap_rules: tuple[str, ...],
+    dtypes: tuple[str, ...],
+    max_cost: int,
+) -> tuple[Case | None, ...]:
+    n_inputs = draw(ints(1, max_inputs))
+    stacks = transform_stacks(
+        n_inputs=n_inputs,
+        min_depth=min_depth,
+        max_depth=max_depth,
+        transforms=transforms,
+        outer_autograd=outer_autograd,
+    )
+    stack = draw(stacks)
     fits = [s for s in SHAPES if reference_cost(stack, s, s) <= max_cost] or [()]
-    shape = draw(st.sampled_from(fits))
+    shape = pick(draw, fits)
     fn = draw(
         functions(
             shape=shape,
@@ -127,17 +212,33 @@ def _case(
         )
     )
     n_out = len(fn.outputs)
-    uses = tuple(sorted(draw(st.lists(st.integers(0, n_out - 1), min_size=1, max_size=n_out, unique=True))))
+    uses = tuple(sorted(draw(_uses(n_out))))
     shapes = output_shapes(fn, shape)
-    combine = draw(st.sampled_from(("add", "sum")))
+    combine = pick(draw, ("add", "sum"))
     if len({shapes[j] for j in uses}) > 1:
         combine = "sum"
     inplace = tuple(j for j, o in enumerate(fn.outputs) if o.kind == "node" and draw(_rarely))
-    inplace_no_grad = bool(inplace) and draw(st.booleans())
-    dtype = draw(st.sampled_from(dtypes))
+    inplace_no_grad = bool(inplace) and draw(BOOLS)
     f = FDef(uses, combine, inplace, inplace_no_grad)
+    group = [_variant(draw, fn, f, shape, stack, dtypes)]
+    for _ in range(size - 1):
+        stack = draw(stacks)
+        fitting = shape == () or reference_cost(stack, shape, shape) <= max_cost  # () is every stack's fallback
+        group.append(_variant(draw, fn, f, shape, stack, dtypes) if fitting else None)
+    return tuple(group)
+
+
+def _variant(
+    draw: st.DrawFn,
+    fn: FunctionDef,
+    f: FDef,
+    shape: tuple[int, ...],
+    stack: tuple[Transform, ...],
+    dtypes: tuple[str, ...],
+) -> Case | None:
+    """One case of a group: ``stack`` over the shared Function, with its own dtype and input values."""
+    dtype = pick(draw, dtypes)
     draft = repair_vmap_dims(Case(fn, f, Inputs(shape, (), dtype), stack))
     values = tuple(draw(tensor_values(n_inputs=1, numel=numel(s)))[0] for s in input_shapes(draft))
     case = replace(draft, inputs=Inputs(shape, values, dtype))
-    assume(forward_bound(case) <= MAX_MAGNITUDE)  # no overflowing chains (exp of exp of exp...)
-    return case
+    return case if forward_bound(case) <= MAX_MAGNITUDE else None

@@ -47,7 +47,7 @@ from fuzzer.case import (
     value_provided_by_saved,
 )
 
-from ._validate import check_int_range, check_subset
+from ._validate import BOOLS, check_int_range, check_subset, ints, pick
 
 __all__ = ["functions", "views"]
 
@@ -62,15 +62,15 @@ _rarely = st.integers(0, 3).map(lambda v: v == 3)
 
 @st.composite
 def _select(draw: st.DrawFn, shape: tuple[int, ...]) -> View:
-    d = draw(st.integers(0, len(shape) - 1))
-    return View("select", dim=d, index=draw(st.integers(0, shape[d] - 1)))
+    d = draw(ints(0, len(shape) - 1))
+    return View("select", dim=d, index=draw(ints(0, shape[d] - 1)))
 
 
 @st.composite
 def _narrow(draw: st.DrawFn, shape: tuple[int, ...]) -> View:
-    d = draw(st.integers(0, len(shape) - 1))
-    length = draw(st.integers(1, shape[d]))
-    return View("narrow", dim=d, index=draw(st.integers(0, shape[d] - length)), length=length)
+    d = draw(ints(0, len(shape) - 1))
+    length = draw(ints(1, shape[d]))
+    return View("narrow", dim=d, index=draw(ints(0, shape[d] - length)), length=length)
 
 
 @functools.cache
@@ -162,33 +162,33 @@ def _function(
     vmap_rules: tuple[str, ...],
     style_st: st.SearchStrategy[str],
 ) -> FunctionDef:
-    n_in = n_inputs if n_inputs is not None else draw(st.integers(1, max_inputs))
+    n_in = n_inputs if n_inputs is not None else draw(ints(1, max_inputs))
     xs = [f"x{i}" for i in range(n_in)]
-    scalars = tuple(draw(st.sampled_from(SCALAR_VALUES)) for _ in range(draw(_n_scalars)))
+    scalars = tuple(pick(draw, SCALAR_VALUES) for _ in range(draw(_n_scalars)))
     ops = OP_ORDER + (SCALAR_OPS if scalars else ())
     nodes: list[Node] = []
-    for k in range(draw(st.integers(1, max_nodes))):
-        op = draw(st.sampled_from(ops))
+    for k in range(draw(ints(1, max_nodes))):
+        op = pick(draw, ops)
         avail = xs + [f"t{j}" for j in range(k)]
         arity = 2 if op in ("mul", "add") else 1
-        args = tuple(draw(st.sampled_from(avail)) for _ in range(arity))
-        exponent = draw(st.sampled_from(POW_EXPONENTS)) if op == "pow" else 2
-        scalar = draw(st.integers(0, len(scalars) - 1)) if op in SCALAR_OPS else 0
+        args = tuple(pick(draw, avail) for _ in range(arity))
+        exponent = pick(draw, POW_EXPONENTS) if op == "pow" else 2
+        scalar = draw(ints(0, len(scalars) - 1)) if op in SCALAR_OPS else 0
         nodes.append(Node(op, args, exponent, scalar))
     node_refs = [f"t{k}" for k in reversed(range(len(nodes)))]  # latest (longest chain) first
     outputs: list[Output] = []
-    for _ in range(draw(st.integers(1, max_outputs))):
-        kind = draw(st.sampled_from(("node", "input", "view")))
+    for _ in range(draw(ints(1, max_outputs))):
+        kind = pick(draw, ("node", "input", "view"))
         if kind == "node":
-            outputs.append(Output("node", draw(st.sampled_from(node_refs))))
+            outputs.append(Output("node", pick(draw, node_refs)))
         elif kind == "input":
-            outputs.append(Output("input", draw(st.sampled_from(xs))))
+            outputs.append(Output("input", pick(draw, xs)))
         else:
             bases = xs + [o.ref for o in outputs if o.kind == "node"]
-            outputs.append(Output("view", draw(st.sampled_from(bases)), draw(views(shape=shape))))
+            outputs.append(Output("view", pick(draw, bases), draw(views(shape=shape))))
     candidates = xs + [f"o{j}" for j in range(len(outputs))] + [f"t{k}" for k in range(len(nodes))]
-    saved = tuple(r for r in candidates if draw(st.booleans()))
-    unused = [j for j in range(len(outputs)) if draw(st.booleans())]
+    saved = tuple(r for r in candidates if draw(BOOLS))
+    unused = [j for j in range(len(outputs)) if draw(BOOLS)]
     # The same tensor returned twice gets one declared derivative: its copies' grads are all used or all
     # ignored, as the first copy's (NOTE [valid comparisons] in fuzzer/validity.py).
     same = [(o.kind, o.ref) if o.kind != "view" else j for j, o in enumerate(outputs)]  # views are distinct
@@ -197,7 +197,7 @@ def _function(
     style = draw(style_st)
     rules = [r for r in vmap_rules if r == "none"] if style == "legacy" else list(vmap_rules)
     rule = draw(_vmap_rule_st(tuple(rules))) if rules else "none"
-    jvp_rule = draw(st.booleans())
+    jvp_rule = draw(BOOLS)
     once = draw(_rarely)
     materialize = not draw(_rarely)
     refs = [o.ref for o in outputs]
@@ -205,7 +205,7 @@ def _function(
     fn = prune(repair_saved(FunctionDef(n_in, tuple(nodes), tuple(outputs), saved, unused, nones, style, rule)))
     # Tensors kept on ctx break a documented rule (NOTE [valid comparisons] in fuzzer/validity.py): no
     # comparison of such a Function is a torch finding, so it is drawn for 1 Function in 8 only.
-    on_ctx = tuple(r for r in fn.saved if draw(_rarely)) if draw(st.integers(0, 7)) == 7 else ()
+    on_ctx = tuple(r for r in fn.saved if draw(_rarely)) if draw(ints(0, 7)) == 7 else ()
     detached = tuple(r for r in fn.saved if draw(_rarely))
     dirty = tuple(
         i

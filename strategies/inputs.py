@@ -6,6 +6,8 @@ All ops in the vocabulary are smooth everywhere, and the values stay within [-2,
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from hypothesis import strategies as st
 
 from fuzzer.case import MAX_INPUTS
@@ -21,5 +23,10 @@ def tensor_values(*, n_inputs: int, numel: int) -> st.SearchStrategy[tuple[tuple
     """``n_inputs`` flat value tuples of length ``numel`` each."""
     check_int_range("n_inputs", n_inputs, 1, MAX_INPUTS)
     check_int_range("numel", numel, 1, 10_000)
+    return _tensor_values(n_inputs, numel)
+
+
+@lru_cache(maxsize=1024)
+def _tensor_values(n_inputs: int, numel: int) -> st.SearchStrategy[tuple[tuple[float, ...], ...]]:
     one = st.lists(st.sampled_from(VALUES), min_size=numel, max_size=numel).map(tuple)
     return st.tuples(*[one] * n_inputs)

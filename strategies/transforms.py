@@ -12,6 +12,7 @@ level, batch size 1, in/out dims 0 and argnums 0.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 from hypothesis import strategies as st
 
@@ -25,7 +26,7 @@ from fuzzer.case import (
     Transform,
 )
 
-from ._validate import check_int_range, check_min_max, check_subset
+from ._validate import BOOLS, check_int_range, check_min_max, check_subset, ints, pick
 
 __all__ = ["transform_stacks"]
 
@@ -56,16 +57,16 @@ def transform_stacks(
 
 @st.composite
 def _level(draw: st.DrawFn, names: tuple[str, ...], n_inputs: int, max_batch_size: int) -> Transform:
-    name = draw(st.sampled_from(names))
+    name = pick(draw, names)
     if name == "vmap":
-        batch = draw(st.integers(1, max_batch_size))
+        batch = draw(ints(1, max_batch_size))
         dims = VMAP_IN_DIMS if n_inputs > 1 else VMAP_IN_DIMS[:-1]
-        in_dims = tuple(draw(st.sampled_from(dims)) for _ in range(n_inputs))
+        in_dims = tuple(pick(draw, dims) for _ in range(n_inputs))
         if all(d is None for d in in_dims):
             in_dims = (0, *in_dims[1:])
-        out_dims = draw(st.sampled_from(VMAP_OUT_DIMS))
+        out_dims = pick(draw, VMAP_OUT_DIMS)
         return Transform("vmap", batch_size=batch, in_dims=in_dims, out_dims=out_dims)
-    return Transform(name, argnums=draw(st.integers(0, n_inputs - 1)))
+    return Transform(name, argnums=draw(ints(0, n_inputs - 1)))
 
 
 _REVERSE_TWIN = {"jacfwd": "jacrev", "jvp": "vjp", "linearize": "vjp"}
@@ -83,6 +84,19 @@ def _one_forward_mode(levels: list[Transform]) -> list[Transform]:
     return out
 
 
+@lru_cache(maxsize=256)
+def _levels(
+    names: tuple[str, ...], n_inputs: int, min_depth: int, max_depth: int, max_batch_size: int
+) -> st.SearchStrategy[list[Transform]]:
+    """NOTE [cheap draws]: one strategy object per parameter set."""
+    return st.lists(_level(names, n_inputs, max_batch_size), min_size=min_depth, max_size=max_depth)
+
+
+@lru_cache(maxsize=8)
+def _unique_argnums(n_inputs: int) -> st.SearchStrategy[list[int]]:
+    return st.lists(st.integers(0, n_inputs - 1), min_size=2, max_size=n_inputs, unique=True)
+
+
 @st.composite
 def _stack(
     draw: st.DrawFn,
@@ -93,19 +107,13 @@ def _stack(
     outer_autograd: bool | None,
     max_batch_size: int,
 ) -> tuple[Transform, ...]:
-    levels = draw(
-        st.lists(
-            _level(names, n_inputs, max_batch_size),
-            min_size=min_depth,
-            max_size=max_depth,
-        )
-    )
+    levels = draw(_levels(names, n_inputs, min_depth, max_depth, max_batch_size))
     levels = _one_forward_mode(levels)
-    outer = draw(st.booleans()) if outer_autograd is None else outer_autograd
+    outer = draw(BOOLS) if outer_autograd is None else outer_autograd
     if outer:
-        levels.insert(0, Transform("autograd_grad", argnums=draw(st.integers(0, n_inputs - 1))))
-    if n_inputs > 1 and levels[0].name != "vmap" and draw(st.integers(0, 3)) == 3:
+        levels.insert(0, Transform("autograd_grad", argnums=draw(ints(0, n_inputs - 1))))
+    if n_inputs > 1 and levels[0].name != "vmap" and draw(ints(0, 3)) == 3:
         # tuple argnums, outermost level only (inner levels' outputs must stay single tensors)
-        nums = draw(st.lists(st.integers(0, n_inputs - 1), min_size=2, max_size=n_inputs, unique=True))
+        nums = draw(_unique_argnums(n_inputs))
         levels[0] = Transform(levels[0].name, argnums=tuple(sorted(nums)))
     return tuple(levels)

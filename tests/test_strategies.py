@@ -8,10 +8,10 @@ import pytest
 from hypothesis import find, given, settings
 from hypothesis.errors import InvalidArgument
 
-from fuzzer.case import FUNCTORCH_TRANSFORMS, Case, batch_sizes, reference_cost
+from fuzzer.case import FUNCTORCH_TRANSFORMS, MAX_MAGNITUDE, Case, batch_sizes, forward_bound, reference_cost, validate
 from fuzzer.features import ALL_FEATURES, RESERVED, features
 from fuzzer.render import render
-from strategies import cases, functions, tensor_values, transform_stacks
+from strategies import case_groups, cases, functions, tensor_values, transform_stacks
 
 
 @given(cases())
@@ -23,6 +23,30 @@ def test_every_drawn_case_renders_to_a_script_that_compiles(case: Case) -> None:
 def test_cost_bound_holds(case: Case) -> None:
     base = tuple(case.inputs.shape)
     assert reference_cost(case.transforms, base, base) <= 64 or base == ()
+
+
+@given(case_groups(size=3, max_cost=64))
+def test_a_group_shares_one_function_and_each_entry_is_a_whole_case(group: tuple[Case | None, ...]) -> None:
+    # NOTE [case groups]: entry 0 always exists (drawn as a lone case is); others may be None
+    assert len(group) == 3 and group[0] is not None
+    for case in group:
+        if case is None:
+            continue
+        assert validate(case) == case
+        assert (case.function, case.f, case.inputs.shape) == (group[0].function, group[0].f, group[0].inputs.shape)
+        base = tuple(case.inputs.shape)
+        assert reference_cost(case.transforms, base, base) <= 64 or base == ()
+        assert forward_bound(case) <= MAX_MAGNITUDE
+        compile(render(case), "<repro>", "exec")
+
+
+def test_groups_vary_the_stack() -> None:
+    group = find(
+        case_groups(size=4),
+        lambda g: len({c.transforms for c in g if c is not None}) == 4,
+        settings=settings(database=None, max_examples=500),
+    )
+    assert len({c.transforms for c in group if c is not None}) == 4
 
 
 @pytest.mark.parametrize(
@@ -37,6 +61,8 @@ def test_cost_bound_holds(case: Case) -> None:
         lambda: functions(vmap_rules=[]),
         lambda: tensor_values(n_inputs=4, numel=1),
         lambda: cases(dtypes=["float16"]),
+        lambda: case_groups(size=0),
+        lambda: case_groups(max_inputs=4),
     ],
 )
 def test_bad_arguments_raise_invalid_argument(make) -> None:

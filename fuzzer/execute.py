@@ -11,13 +11,14 @@ must print the same verdict (:mod:`fuzzer.findings`).
 from __future__ import annotations
 
 import contextlib
+import linecache
 import re
 import signal
+import sys
 import threading
 import time
-import traceback
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import CodeType
 from typing import Any
@@ -67,12 +68,18 @@ class Outcome:
 def torch_frame(e: BaseException) -> str:
     """``torch/<path>:<function>`` of the frame that raised ``e`` when it is torch's Python code; '' when
     the innermost frame is the case's own code (an op it called raised from C++, and the message names
-    the op): the torch frames further out only say which transform called the case."""
-    frames = traceback.extract_tb(e.__traceback__)
-    path = frames[-1].filename.replace("\\", "/") if frames else ""
+    the op): the torch frames further out only say which transform called the case. (Read from the code
+    object: no source lines are looked up, so nothing enters ``linecache``.)"""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return ""
+    code = tb.tb_frame.f_code
+    path = code.co_filename.replace("\\", "/")
     if "/torch/" not in path:
         return ""
-    return f"torch/{path.rsplit('/torch/', 1)[1]}:{frames[-1].name}"
+    return f"torch/{path.rsplit('/torch/', 1)[1]}:{code.co_name}"
 
 
 def _side(result: Any, ns: dict[str, Any]) -> Side:
@@ -129,7 +136,7 @@ def _compiled(source: str, name: str) -> list[CodeType]:
                 key = hash(block)
                 if key in _SEEN and len(_CODE) < 2048:
                     _CODE[block] = code
-                elif len(_SEEN) < 200_000:
+                elif len(_SEEN) < 20_000:
                     _SEEN.add(key)
                 else:
                     _SEEN.clear()
@@ -139,41 +146,112 @@ def _compiled(source: str, name: str) -> list[CodeType]:
     return codes
 
 
+# NOTE [generated code and linecache]
+# torch.fx (linearize's make_fx, generate_vmap_rule's tracing on some versions) execs the code of every
+# graph it builds and registers it with ``linecache.lazycache`` under ``<eval_with_key>.N``, keeping a
+# copy of the graph module's globals alive with it, plus the source in ``torch.fx.graph_module._loader``.
+# Nothing ever removes them: a campaign's worker grew by megabytes a minute. After each case the
+# fuzzer drops them (a published repro runs in its own process and keeps them, for its tracebacks).
+def release_generated_code() -> None:
+    """Forget the source torch.fx registered for the graphs of the case just run."""
+    gm = sys.modules.get("torch.fx.graph_module")
+    cache = getattr(getattr(gm, "_loader", None), "eval_cache", None)
+    if isinstance(cache, dict) and cache:
+        cache.clear()
+        for key in [k for k in linecache.cache if isinstance(k, str) and k.startswith("<eval_with_key>")]:
+            linecache.cache.pop(key, None)
+
+
 def run_source(source: str, name: str = "<affuzz case>", *, timeout: float | None = None) -> Outcome:
     """Exec ``source`` (a rendered repro) in a fresh namespace and run its ``check()``.
 
     With ``timeout``, a case whose sides do not finish in time gets the verdict ``hang``; the side that
     was still running is reported as a ``Timeout`` error.
     """
-    codes = _compiled(source, name)  # NOTE [compiling rendered scripts]
-    ns: dict[str, Any] = {"__name__": "affuzz_case"}
-    start = time.perf_counter()
-    with warnings.catch_warnings():
-        # torch's own deprecation and tracing warnings (e.g. linearize's make_fx) would flood a campaign
-        warnings.simplefilter("ignore")
-        for code in codes:
-            exec(code, ns)  # noqa: S102 (rendered from the closed IR vocabulary only)
-        try:
-            with _deadline(timeout):
-                verdict, fc, ref = ns["check"]()
-        except CaseTimeout:
-            done = ns.get("SECONDS", {})
-            (_, mode_a, _), _ = ns["SIDES"]
-            hung = Side(None, "Timeout", f"no result after {timeout} s")
-            finished = Side(f"finished in {done.get(mode_a.__name__, 0.0):.3f} s", None, None)
-            a_done = mode_a.__name__ in done
-            return Outcome(
-                "hang", finished if a_done else hung, hung if a_done else Side("not run", None, None), timeout or 0.0
-            )
-    seconds = time.perf_counter() - start
-    if verdict in ("consistent", "nonfinite") and not isinstance(fc, BaseException):
-        # nobody reads an agreeing value (and a tensor's repr costs about as much as a small case)
-        return Outcome(verdict, Side("", None, None), Side("", None, None), seconds)
-    return Outcome(verdict, _side(fc, ns), _side(ref, ns), seconds)
+    return _run(source, (None,), name, timeout)[None]
 
 
 def run_case(case: Case, oracle: str = MAIN, *, timeout: float | None = None) -> Outcome:
     return run_source(render(case, oracle=oracle), timeout=timeout)
+
+
+def run_oracles(
+    case: Case,
+    oracles: tuple[str, ...],
+    *,
+    timeout: float | None = None,
+    before: Callable[[str], None] | None = None,
+) -> dict[str, Outcome]:
+    """NOTE [one exec per case]: the outcome of ``case`` under each of ``oracles``, from one script that
+    defines the Function once and runs side A once (``timeout`` applies to each oracle; ``before(o)`` is
+    called before oracle ``o`` runs)."""
+    if len(oracles) == 1:
+        if before is not None:
+            before(oracles[0])
+        return {oracles[0]: run_case(case, oracles[0], timeout=timeout)}
+    source = render(case, oracle=oracles[0], also=oracles[1:])
+    return _run(source, oracles, "<affuzz case>", timeout, before)  # type: ignore[return-value,arg-type]
+
+
+def _run(
+    source: str,
+    oracles: tuple[str | None, ...],
+    name: str,
+    timeout: float | None,
+    before: Callable[[str | None], None] | None = None,
+) -> dict[str | None, Outcome]:
+    codes = _compiled(source, name)  # NOTE [compiling rendered scripts]
+    ns: dict[str, Any] = {"__name__": "affuzz_case"}
+    results: dict[str | None, Outcome] = {}
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        # torch's own deprecation and tracing warnings (e.g. linearize's make_fx) would flood a campaign
+        warnings.simplefilter("ignore")
+        try:
+            for code in codes:
+                exec(code, ns)  # noqa: S102 (rendered from the closed IR vocabulary only)
+            a_known: tuple[Any, ...] = ()
+            for i, oracle in enumerate(oracles):
+                if before is not None:
+                    before(oracle)
+                side_b = ns["ORACLE_SIDES"][oracle] if oracle is not None else None
+                try:
+                    with _deadline(timeout):
+                        verdict, fc, ref = ns["check"](side_b, a_known)
+                except CaseTimeout:
+                    hang = _hang(ns, timeout)
+                    if not a_known:  # side A itself hung: it would hang under every oracle
+                        return {**results, **dict.fromkeys(oracles[i:], hang)}
+                    results[oracle] = hang
+                    start = time.perf_counter()
+                    continue
+                seconds, start = time.perf_counter() - start, time.perf_counter()
+                if verdict == "nonfinite":  # decided by f alone: the same under every oracle
+                    return {**results, **dict.fromkeys(oracles[i:], Outcome(verdict, _AGREE, _AGREE, seconds))}
+                a_known = (fc,)
+                if verdict == "consistent" and not isinstance(fc, BaseException):
+                    # nobody reads an agreeing value (and a tensor's repr costs about as much as a small case)
+                    results[oracle] = Outcome(verdict, _AGREE, _AGREE, seconds)
+                else:
+                    results[oracle] = Outcome(verdict, _side(fc, ns), _side(ref, ns), seconds)
+        finally:
+            release_generated_code()  # NOTE [generated code and linecache]
+    return results
+
+
+_AGREE = Side("", None, None)
+
+
+def _hang(ns: dict[str, Any], timeout: float | None) -> Outcome:
+    """A ``hang`` outcome: the side still running when the timer fired is the one that timed out."""
+    done = ns.get("SECONDS", {})
+    _, mode_a, _ = ns["SIDES"][0]
+    hung = Side(None, "Timeout", f"no result after {timeout} s")
+    finished = Side(f"finished in {done.get(mode_a.__name__, 0.0):.3f} s", None, None)
+    a_done = mode_a.__name__ in done
+    return Outcome(
+        "hang", finished if a_done else hung, hung if a_done else Side("not run", None, None), timeout or 0.0
+    )
 
 
 TRIAGE_LABELS = ("functorch_wrong", "reference_wrong", "both_wrong", "undetermined")

@@ -17,12 +17,13 @@ in order:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from .case import Case
 from .compare import Limitation, classify, load_registry
-from .execute import Outcome, run_case
-from .validity import rule_conflict, sides
+from .execute import Outcome, run_case, run_oracles
+from .validity import SideInfo, rule_conflict, sides
 
 SUBJECTS = ("torch", "function")
 
@@ -65,7 +66,32 @@ class Judge:
             reason = rule_conflict(case, *both)
             if reason is not None:
                 return Judgement("not_applicable", oracle, reason)
-        outcome = run_case(case, oracle, timeout=self.timeout)
+        return self._classify(case, oracle, both, run_case(case, oracle, timeout=self.timeout), recheck)
+
+    def all(
+        self, case: Case, oracles: tuple[str, ...], *, before: Callable[[str], None] | None = None
+    ) -> list[Judgement]:
+        """``[self(case, o) for o in oracles]``, with every oracle that runs run from one script (NOTE
+        [one exec per case]): the Function is defined once and side A, the same under every oracle,
+        runs once. ``before(o)`` is called before oracle ``o`` runs."""
+        done: dict[str, Judgement] = {}
+        todo: list[tuple[str, tuple[SideInfo, SideInfo]]] = []
+        for oracle in oracles:
+            both = sides(case, oracle)
+            reason = rule_conflict(case, *both) if self.subject == "torch" else None
+            if reason is not None:
+                done[oracle] = Judgement("not_applicable", oracle, reason)
+            else:
+                todo.append((oracle, both))
+        if todo:
+            outcomes = run_oracles(case, tuple(o for o, _ in todo), timeout=self.timeout, before=before)
+            for oracle, both in todo:
+                done[oracle] = self._classify(case, oracle, both, outcomes[oracle], True)
+        return [done[o] for o in oracles]
+
+    def _classify(
+        self, case: Case, oracle: str, both: tuple[SideInfo, SideInfo], outcome: Outcome, recheck: bool
+    ) -> Judgement:
         c = classify(outcome, self.registry, case, both)
         if c.verdict == "value_mismatch" and recheck and case.inputs.dtype != "float64":
             wide = replace(case, inputs=replace(case.inputs, dtype="float64"))

@@ -631,7 +631,23 @@ def _qualified(expr: str) -> str:
     return re.sub(rf"\b({'|'.join(_TORCH_FUNC)})\(", r"torch.func.\1(", expr)
 
 
-def render(case: Case, *, header: tuple[str, ...] | list[str] = (), oracle: str = MAIN, style: str = "full") -> str:
+def _side_b(case: Case, oracle: str) -> tuple[str, set[str]]:
+    """Side B's composed call expression under ``oracle`` (NOTE [oracles]) and the names it uses."""
+    if oracle == MAIN:
+        return compose(case, "create_graph")
+    if oracle == "vmap_vs_loop":
+        return compose(case, "functorch_loop")
+    return compose(side_b_case(case, oracle), "functorch")
+
+
+def render(
+    case: Case,
+    *,
+    header: tuple[str, ...] | list[str] = (),
+    oracle: str = MAIN,
+    style: str = "full",
+    also: tuple[str, ...] = (),
+) -> str:
     """The standalone script for ``case`` under ``oracle`` (NOTE [oracles]). ``header`` lines become
     leading ``#`` comments.
 
@@ -643,21 +659,28 @@ def render(case: Case, *, header: tuple[str, ...] | list[str] = (), oracle: str 
     while they disagree and 0 once they agree; nothing else. ``pytest`` is ``test_repro.py``: the same
     body with the agreement asserted in a test, to be marked ``xfail`` upstream. A published repro is
     accepted only after it printed the finding's verdict in a fresh process (:mod:`fuzzer.findings`).
+
+    NOTE [one exec per case]
+    ``also`` (``full`` only) adds side B of more oracles of the same case: a ``<side>_mode`` for each and
+    ``ORACLE_SIDES``, oracle -> (name, mode, requires_grad), so the fuzzer defines the Function once and
+    runs side A, which every oracle shares, once: ``check(ORACLE_SIDES[o], (a,))`` is exactly what the
+    script rendered for ``o`` alone computes with ``check()``. A finding is still published and
+    verified as the script of its one oracle.
     """
     if style not in STYLES:
         raise ValueError(f"style must be one of {STYLES}, not {style!r}")
+    if also and style != "full":
+        raise ValueError("also= is for the full style only")
     full = style == "full"
     fn = case.function
     base = tuple(case.inputs.shape)
     output_shapes(fn, base)  # raises CaseError early on ill-formed views
     fc_expr, fc_names = compose(case, "functorch")
     side_b = SIDE_B[oracle]
-    if oracle == MAIN:
-        cg_expr, cg_names = compose(case, "create_graph")
-    elif oracle == "vmap_vs_loop":
-        cg_expr, cg_names = compose(case, "functorch_loop")
-    else:
-        cg_expr, cg_names = compose(side_b_case(case, oracle), "functorch")
+    cg_expr, cg_names = _side_b(case, oracle)
+    extra = [(o, *_side_b(case, o)) for o in also if o != oracle]
+    for _, _, names in extra:
+        cg_names = cg_names | names
     # finite-difference twins take one argnum; tuple argnums (outermost only) go without triage
     exact = derivatives_exact(case) and not any(isinstance(t.argnums, tuple) for t in case.transforms)
     fd_expr, fd_names = compose(case, "fd") if exact and full else ("", set())
@@ -712,6 +735,15 @@ def render(case: Case, *, header: tuple[str, ...] | list[str] = (), oracle: str 
     out += ["", "", f"def functorch_mode({xs}):", f"    return {fc_expr}({xs})"]
     out += ["", "", f"def {side_b}_mode({xs}):", f"    return {cg_expr}({xs})"]
     grad_b_text = "True" if oracle == MAIN else "FUNCTORCH_REQUIRES_GRAD"
+    for o, expr, _ in extra:  # NOTE [one exec per case]
+        out += ["", "", f"def {SIDE_B[o]}_mode({xs}):", f"    return {_qualified(expr)}({xs})"]
+    if extra:
+        out += ["", "", "ORACLE_SIDES = {"]
+        out += [f'    "{oracle}": ("{side_b}", {side_b}_mode, {grad_b_text}),']
+        for o, _, _ in extra:
+            grad = "True" if o == MAIN else "FUNCTORCH_REQUIRES_GRAD"
+            out += [f'    "{o}": ("{SIDE_B[o]}", {SIDE_B[o]}_mode, {grad}),']
+        out += ["}"]
     out += [
         "",
         "",

@@ -251,11 +251,15 @@ def too_slow(mode_a, mode_b):
     return slow > SLOW_SECONDS and slow > SLOW_RATIO * fast  # noqa: F821
 
 
-def check():
-    (_, mode_a, grad_a), (_, mode_b, grad_b) = SIDES  # noqa: F821
-    if not finite_forward():
+def check(side_b=None, a_known=()):
+    """Run both sides and compare them: (verdict, side A's result, side B's result). ``side_b`` replaces
+    ``SIDES[1]`` (another oracle's side B of the same case, from ORACLE_SIDES); ``a_known`` is ``(a,)``
+    once side A ran: it is the same computation under every oracle of a case."""
+    (_, mode_a, grad_a), (_, mode_b, grad_b) = SIDES[0], side_b or SIDES[1]  # noqa: F821
+    if not a_known and not finite_forward():
         return "nonfinite", None, None
-    a, b = run(mode_a, grad_a), run(mode_b, grad_b)
+    a = a_known[0] if a_known else run(mode_a, grad_a)
+    b = run(mode_b, grad_b)
     v = verdict(a, b)
     if v == "consistent" and not isinstance(a, Exception) and too_slow(mode_a, mode_b):
         run(mode_a, grad_a)  # time both again, warm: a first call can pay one-time set-up costs

@@ -283,3 +283,39 @@ def test_derivatives_are_not_exact_past_first_order_through_an_ignored_saved_out
     assert not derivatives_exact(seed_case)
     one_level = replace(seed_case, transforms=seed_case.transforms[1:])
     assert derivatives_exact(one_level)
+
+
+def test_torch_fx_generated_code_is_released_after_a_case() -> None:
+    """NOTE [generated code and linecache]: linearize traces with make_fx, which registers the graph's
+    code with linecache and torch.fx's loader; after the case nothing of it is left."""
+    import linecache
+    import sys
+
+    fn = FunctionDef(1, (Node("pow", ("x0",), 3),), (Output("node", "t0"),), saved=("x0",), jvp_rule=True)
+    outcome = run_case(_case(fn, [Transform("linearize", argnums=0)]))
+    assert outcome.verdict == "consistent"
+    assert "torch.fx.graph_module" in sys.modules  # linearize did trace
+    assert not [k for k in linecache.cache if str(k).startswith("<eval_with_key>")]
+    assert sys.modules["torch.fx.graph_module"]._loader.eval_cache == {}
+
+
+def test_one_exec_per_case_judges_every_oracle_as_its_own_script_does() -> None:
+    """NOTE [one exec per case]: Judge.all runs the oracles of a case from one script, side A once;
+    every verdict, reason and error fingerprint is the one the oracle's own script gives."""
+    from fuzzer.oracles import applicable
+    from fuzzer.worker import Decoder
+
+    decoder, judge = Decoder(8, {"max_depth": 2}), Judge()
+    multi = 0
+    for k in range(40):
+        case = decoder.draw(0, k)
+        if case is None:
+            continue
+        oracles = applicable(case)
+        multi += len(oracles) > 1
+        together = judge.all(case, oracles)
+        alone = [judge(case, o) for o in oracles]
+        assert [(j.oracle, j.verdict, j.reason, j.fingerprint) for j in together] == [
+            (j.oracle, j.verdict, j.reason, j.fingerprint) for j in alone
+        ], case
+    assert multi >= 5

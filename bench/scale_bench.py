@@ -11,8 +11,11 @@ memory over time, and where a worker's time goes.
 * **Speed-up**: the same seed for ``--duration D`` with ``--workers 1`` and ``--workers 2``; steady-state
   cases/s (after start-up) of the two. Shrinking is off in these two runs (``--shrink-budget 0``) so
   they measure the fuzz loop; shrinking has its own benchmark (``bench/shrink_bench.py``).
-* **Memory**: the driver's and workers' resident memory over a run (``rss_history`` in stats.json).
-* **Profile**: ``cProfile`` of one worker's fuzz loop in this process, time grouped by where it went.
+* **Memory**: the driver's and workers' resident memory over a run (``rss_history`` in stats.json):
+  the workers' RSS at the first sample after one minute and at the last, and their ratio.
+* **Shrink queue**: jobs queued over a run (``queue_history`` in stats.json): the largest and the last.
+* **Profile**: ``cProfile`` of one worker's fuzz loop in this process, time grouped by where it went,
+  and a pyinstrument call tree of the same loop written to ``OUT/profile.txt`` (and ``.html``).
 
 ``--from-run OUT`` measures the overhead ratio of an existing campaign instead (e.g. a 30-minute one):
 every ``--sample``-th case of each worker stream is timed bare.
@@ -44,6 +47,7 @@ from fuzzer.coverage import Coverage, Steering  # noqa: E402
 from fuzzer.features import features  # noqa: E402
 from fuzzer.oracles import applicable  # noqa: E402
 from fuzzer.render import render  # noqa: E402
+from fuzzer.validity import rule_conflict, sides  # noqa: E402
 from fuzzer.worker import Decoder, Fuzz, Worker, WorkerInit  # noqa: E402
 
 
@@ -71,10 +75,13 @@ def stream_cases(seed: int, slot: int, kwargs: dict[str, Any], count: int, skip:
 
 
 def bare_seconds(case: Any) -> float:
-    """The torch work of ``case``: both sides of every oracle that applies, on fresh inputs; the scripts
-    are rendered and loaded before the clock starts."""
+    """The torch work of ``case``: both sides of every oracle that applies and that the judge runs (not
+    the comparisons NOTE [valid comparisons] skips), on fresh inputs; the scripts are rendered and loaded
+    before the clock starts."""
     total = 0.0
     for oracle in applicable(case):
+        if rule_conflict(case, *sides(case, oracle)) is not None:
+            continue
         ns: dict[str, Any] = {"__name__": "bare"}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -116,6 +123,7 @@ def overhead(out: Path, summary: dict[str, Any], sample: int) -> dict[str, Any]:
     workers = summary["workers"]
     core_seconds = (summary["elapsed_seconds"] - (summary.get("startup_seconds") or 0.0)) * workers
     shrink = summary["worker_seconds"].get("shrink", 0.0)
+    triage = summary["worker_seconds"].get("triage", 0.0)  # ablating new findings (NOTE [signature memo])
     per_case = core_seconds / summary["cases"]
     return {
         "cases": summary["cases"],
@@ -125,7 +133,49 @@ def overhead(out: Path, summary: dict[str, Any], sample: int) -> dict[str, Any]:
         "core_seconds_per_case": round(per_case, 5),
         "overhead_ratio": round(per_case / bare_per_case, 3),
         "overhead_ratio_without_shrinking": round((core_seconds - shrink) / summary["cases"] / bare_per_case, 3),
+        "overhead_ratio_fuzz_loop": round((core_seconds - shrink - triage) / summary["cases"] / bare_per_case, 3),
         "worker_seconds": summary["worker_seconds"],
+    }
+
+
+def call_tree(seed: int, cases: int, out: Path) -> Path:
+    """A pyinstrument call tree of one worker's fuzz loop (``out/profile.txt`` and ``.html``)."""
+    from pyinstrument import Profiler
+
+    worker = Worker(WorkerInit(slot=0, seed=seed))
+    worker.fuzz(Fuzz(start=0, max_cases=30, seconds=1e9))
+    profiler = Profiler(interval=0.0005)
+    profiler.start()
+    worker.fuzz(Fuzz(start=10_000, max_cases=cases, seconds=1e9))
+    profiler.stop()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "profile.txt").write_text(profiler.output_text(unicode=False, color=False))
+    (out / "profile.html").write_text(profiler.output_html())
+    return out / "profile.txt"
+
+
+def memory(history: list[list[float]]) -> dict[str, Any] | None:
+    """Workers' RSS at the first sample one minute in and at the last one (``rss_history``)."""
+    later = [h for h in history if h[0] >= 55.0]
+    if len(later) < 2:
+        return None
+    first, last = later[0], later[-1]
+    return {
+        "first": {"elapsed": first[0], "workers_mib": first[2]},
+        "last": {"elapsed": last[0], "workers_mib": last[2]},
+        "growth": round(last[2] / first[2] - 1.0, 4) if first[2] else None,
+    }
+
+
+def queue(history: list[list[float]]) -> dict[str, Any] | None:
+    """Shrink jobs queued over a run (``queue_history``: elapsed, queued, running, shrink seconds)."""
+    if not history:
+        return None
+    return {
+        "max_queued": max(h[1] for h in history),
+        "last_queued": history[-1][1],
+        "shrink_core_seconds": history[-1][3],
+        "samples": len(history),
     }
 
 
@@ -187,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
             "rss_history": summary.get("rss_history"),
         }
         result["overhead"] = overhead(args.from_run, summary, args.sample)
+        result["memory"] = memory(summary.get("rss_history") or [])
+        result["queue"] = queue(summary.get("queue_history") or [])
         key = "scale_long_run"
     else:
         s = str(args.seed)
@@ -205,7 +257,9 @@ def main(argv: list[str] | None = None) -> int:
             "startup_seconds": [w1.get("startup_seconds"), w2.get("startup_seconds")],
         }
         result["rss_history_2_workers"] = w2.get("rss_history")
+        result["memory"] = memory(w2.get("rss_history") or [])
         result["profile"] = profile(args.seed, min(args.cases, 150))
+        result["profile_tree"] = os.path.relpath(call_tree(args.seed, min(args.cases, 300), args.out), ROOT)
         key = "scale"
     results = json.loads(args.results.read_text()) if args.results.exists() else {}
     results.setdefault(key, {})[torch.__version__] = result
@@ -222,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     t.add_row("worker core-seconds per case", f"{o['core_seconds_per_case']:.4f} ({o['workers']} workers)")
     t.add_row("overhead ratio (all)", f"{o['overhead_ratio']:.2f}")
     t.add_row("overhead ratio (without shrink jobs)", f"{o['overhead_ratio_without_shrinking']:.2f}")
+    t.add_row("overhead ratio (fuzz loop: without shrinking, ablation)", f"{o['overhead_ratio_fuzz_loop']:.2f}")
     if "speedup" in result:
         sp = result["speedup"]
         t.add_row("cases/s, 1 worker", f"{sp['cases_per_second_1_worker']:.2f}")
@@ -230,6 +285,18 @@ def main(argv: list[str] | None = None) -> int:
         t.add_row("speed-up, 2 workers over 1", f"{sp['speedup_2_over_1']:.2f}")
         for g, share in result["profile"]["share"].items():
             t.add_row(f"profile: {g}", f"{100 * share:.0f} %")
+    if result.get("profile_tree"):
+        t.add_row("profile call tree (pyinstrument)", result["profile_tree"])
+    if result.get("memory"):
+        m = result["memory"]
+        t.add_row(
+            "worker RSS MiB: 1 min in, last",
+            f"{m['first']['workers_mib']:.0f} ({m['first']['elapsed']:.0f} s), "
+            f"{m['last']['workers_mib']:.0f} ({m['last']['elapsed']:.0f} s): {100 * (m['growth'] or 0):+.1f} %",
+        )
+    if result.get("queue"):
+        q = result["queue"]
+        t.add_row("shrink jobs queued: max, last", f"{q['max_queued']}, {q['last_queued']}")
     history = result.get("rss_history_2_workers") or (result.get("run") or {}).get("rss_history") or []
     if history:
         totals = [d + w for _, d, w in history]

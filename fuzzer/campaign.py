@@ -11,10 +11,14 @@ errors are logged and counted), so Hypothesis's example database is never writte
 
 NOTE [campaign driver]
 The driver keeps every worker busy with one command at a time (NOTE [worker protocol]): a shrink job
-when one is queued (silent wrong results, value_mismatch, first; at most half the workers at once, and
-never twice in a row on one worker), else a slice of about ``slice_seconds`` of cases from the worker's
-stream. Shrinking thus runs on the same cores as fuzzing
-and under the same isolation. A new finding becomes a job; its repeats meanwhile count as hits of the
+when one is queued (silent wrong results, value_mismatch, first; at most half the workers at once,
+never twice in a row on one worker, and only while shrink jobs have taken less than ``shrink_share``,
+default 1/4, of the worker time so far), else a slice of about ``slice_seconds`` of cases from the
+worker's stream. Shrinking thus runs on the same cores as fuzzing and under the same isolation, and on
+a torch with many bugs it cannot starve the search: the first minutes of a campaign on torch 2.0.1
+find a new bug every few seconds, each a shrink of seconds. The queue is bounded by what can be new:
+repeats are hits (NOTE [signature memo]), a family queues at most ``family_limit`` stacks (NOTE [bucket
+families]); ``queue_history`` in stats.json records its length over the run. A new finding becomes a job; its repeats meanwhile count as hits of the
 queued job (NOTE [signature memo]); the job's answer is either "an existing bucket already shows this
 bug" or a shrunk case, which is bucketed and published (staged, then verified in a fresh process on the
 verification thread). When a worker dies, the driver records a ``crash`` (or, when it went silent past
@@ -142,6 +146,7 @@ class ShrinkJob:
     seconds_to_find: float
     cases_to_find: int
     hits: int = 1
+    position: int = 0  # the case's stream position (NOTE [worker streams])
 
 
 @dataclass
@@ -167,6 +172,7 @@ class CampaignConfig:
 
     hang_limit: float | None = None  # silence before a worker is killed as hung (default 2 x timeout + 30 s)
     family_limit: int = 3  # NOTE [bucket families]: stacks shrunk per family; 0: every one
+    shrink_share: float = 0.25  # NOTE [campaign driver]: most of the worker time shrink jobs may take
 
     @property
     def silence_limit(self) -> float:
@@ -191,6 +197,7 @@ class CampaignConfig:
             "max_rss_mb": self.max_rss_mb,
             "hang_limit": self.hang_limit,
             "family_limit": self.family_limit,
+            "shrink_share": self.shrink_share,
             "command": self.command,
         }
 
@@ -287,6 +294,7 @@ class Slot:
     job: ShrinkJob | None = None
     rss_mb: float = 0.0
     just_shrunk: bool = False  # its last command was a job (NOTE [campaign driver])
+    job_started: float = 0.0  # when its job was sent
     buckets_sent: int = -1  # how many buckets its worker knows of (-1: a new worker, none)
     started: float = field(default_factory=time.monotonic)
     cases_since_start: int = 0
@@ -345,6 +353,8 @@ class Campaign:
         self._resumed = resume is not None
         self.startup_seconds: float | None = None  # until the first worker answered (spawn, imports)
         self.rss_history: list[list[float]] = []  # [elapsed, driver MiB, workers MiB], every rss_interval s
+        # [elapsed, jobs queued, jobs running, shrink core-seconds so far], every stats_interval s
+        self.queue_history: list[list[float]] = []
         if resume is not None:
             self._restore(resume)
 
@@ -421,6 +431,15 @@ class Campaign:
         )
         self._dirty = True
 
+    def _shrink_time_left(self) -> bool:
+        """NOTE [campaign driver]: whether shrink jobs have used less than ``shrink_share`` of the worker
+        time so far (jobs running count from their start). In-process campaigns shrink right away."""
+        if not self.config.workers:
+            return True
+        now = time.monotonic()
+        used = self.stats.seconds["shrink"] + sum(now - s.job_started for s in self.slots if s.job is not None)
+        return used <= self.config.shrink_share * self.stats.elapsed * len(self.slots)
+
     def _dispatch(self, slot: Slot, stopping: bool, grace_over: bool) -> None:
         h = slot.handle
         if h is None or h.command is not None:
@@ -429,18 +448,21 @@ class Campaign:
         # finished a job fuzzes next, so a burst of new findings never stops the search; once the
         # campaign is stopping, every worker shrinks.
         shrinking = sum(1 for s in self.slots if s.job is not None)
-        may_shrink = stopping or (shrinking < (len(self.slots) + 1) // 2 and not slot.just_shrunk)
+        may_shrink = stopping or (
+            shrinking < (len(self.slots) + 1) // 2 and not slot.just_shrunk and self._shrink_time_left()
+        )
         if self._queue and not grace_over and may_shrink:
             slot.just_shrunk = True
             job = min(self._queue, key=lambda j: j.raw.verdict != "value_mismatch")
             self._queue.remove(job)
-            slot.job = job
+            slot.job, slot.job_started = job, time.monotonic()
             h.send(
                 Job(
                     id=job.raw.id,
                     goal=job.goal,
                     case=job.case,
                     buffer=job.buffer,
+                    position=job.position,
                     budget=self.config.shrink_budget,
                     buckets=self._bucket_list(),
                 )
@@ -608,6 +630,7 @@ class Campaign:
         s.seconds["generate"] += r.generate_seconds
         s.seconds["torch"] += r.torch_seconds
         s.seconds["case"] += r.seconds
+        s.seconds["triage"] += r.triage_seconds
         s.float32_noise += r.float32_noise
         for oracle, verdict, limitation in r.verdicts:
             if verdict == "not_applicable":
@@ -674,6 +697,7 @@ class Campaign:
             case=rf.case,
             outcome=rf.outcome,
             buffer=stream_buffer(self.config.seed, slot.index, k),
+            position=k,
             seconds_to_find=self.stats.elapsed,
             cases_to_find=self.stats.cases,
         )
@@ -897,6 +921,10 @@ class Campaign:
                 self._on_tick(self)
             if now - last_stats >= c.stats_interval:
                 last_stats = now
+                running = sum(1 for x in self.slots if x.job is not None)
+                self.queue_history.append(
+                    [round(self.stats.elapsed, 1), len(self._queue), running, round(self.stats.seconds["shrink"], 1)]
+                )
                 self.write_stats("running")
             if now - last_rss >= c.rss_interval and all(s.rss_mb for s in self.slots):
                 last_rss = now
@@ -978,6 +1006,7 @@ class Campaign:
             "coverage": self.coverage.to_json(),
             "slots": [s.to_json() for s in self.slots],
             "rss_history": self.rss_history,
+            "queue_history": self.queue_history,
             "buckets": [
                 {
                     "signature": signature_to_json(b.signature),
@@ -1006,6 +1035,7 @@ class Campaign:
                     "seconds_to_find": j.seconds_to_find,
                     "cases_to_find": j.cases_to_find,
                     "hits": j.hits,
+                    "position": j.position,
                 }
                 for j in [*self._queue, *(s.job for s in self.slots if s.job is not None)]
             ],
@@ -1017,6 +1047,7 @@ class Campaign:
         self.stats = Stats.from_json(state["stats"])
         self.coverage = Coverage.from_json(state["coverage"])
         self.rss_history = list(state.get("rss_history", []))
+        self.queue_history = list(state.get("queue_history", []))
         for d in state["slots"]:
             if d["index"] < len(self.slots):
                 slot = self.slots[d["index"]]
@@ -1050,6 +1081,7 @@ class Campaign:
                 seconds_to_find=float(d["seconds_to_find"]),
                 cases_to_find=int(d["cases_to_find"]),
                 hits=int(d["hits"]),
+                position=int(d.get("position", 0)),
             )
             self._jobs[job.raw.id] = job
             self._queue.append(job)
@@ -1116,6 +1148,7 @@ class Campaign:
             "verified_buckets": verified,
             "seconds_since_new_bucket": round(elapsed - s.last_bucket_elapsed, 3),
             "shrinks_queued": len(self._queue),
+            "shrinks_queued_max": max((q[1] for q in self.queue_history), default=len(self._queue)),
             "worker_restarts": s.worker_restarts,
             "worker_recycles": s.worker_recycles,
             "crashes": s.verdicts.get("crash", 0),
@@ -1132,6 +1165,7 @@ class Campaign:
             "worker_seconds": {k: round(v, 3) for k, v in s.seconds.items()},
             "startup_seconds": round(self.startup_seconds, 3) if self.startup_seconds is not None else None,
             "rss_history": self.rss_history,
+            "queue_history": self.queue_history,
         }
 
     def write_stats(self, status: str) -> None:
@@ -1167,6 +1201,7 @@ class Campaign:
             "worker_seconds": {k: round(v, 3) for k, v in s.seconds.items()},
             "startup_seconds": round(self.startup_seconds, 3) if self.startup_seconds is not None else None,
             "rss_history": self.rss_history,
+            "queue_history": self.queue_history,
             "coverage": {
                 **self.coverage.saturation(ALL_FEATURES, TRANSFORMS),
                 "cells": self.coverage.to_json()["cells"],

@@ -48,6 +48,16 @@ def _positive_int(text: str) -> int:
     return n
 
 
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {text!r}")
+    return value
+
+
 def _count(text: str) -> int:
     try:
         n = int(text)
@@ -149,6 +159,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="shrink and publish at most N transform stacks of one bug family (verdict, oracle, error, essential "
         "features); later stacks count as hits of the first; 0: every stack (default 3)",
+    )
+    run.add_argument(
+        "--shrink-share",
+        type=_share,
+        default=0.25,
+        metavar="F",
+        help="shrink jobs take at most this fraction of the worker time while fuzzing (default 0.25; with "
+        "--workers 0 each finding is shrunk right away)",
     )
     run.add_argument(
         "--recycle-after",
@@ -368,6 +386,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             recycle_cases=args.recycle_after,
             max_rss_mb=float(args.max_rss),
             family_limit=args.family_limit,
+            shrink_share=args.shrink_share,
         )
     if config.ray:
         try:

@@ -5,9 +5,11 @@ The same :class:`Worker` runs in the driver's own process (``--workers 0``), in 
 (:mod:`fuzzer.transport`) or in a Ray actor; it never writes under OUT (the driver is the only writer).
 
 NOTE [worker streams]
-Slot ``w`` of a campaign with seed ``S`` draws its cases from its own stream: case ``k`` is decoded
-(Hypothesis's ``fuzz_one_input``, NOTE [driving Hypothesis] in :mod:`fuzzer.campaign`) from the
-bytes of ``random.Random(f"{S}/{w}/{k}")``. A position is a complete name for a case: a restarted or
+Slot ``w`` of a campaign with seed ``S`` draws its cases from its own stream, in groups of
+:data:`GROUP` (NOTE [case groups] in :mod:`strategies.cases`): case ``k`` is entry ``k % GROUP`` of the
+group decoded (Hypothesis's ``fuzz_one_input``, NOTE [driving Hypothesis] in :mod:`fuzzer.campaign`)
+from the bytes of ``random.Random(f"{S}/{w}/{k - k % GROUP}")``; an entry that is None is a position
+that decodes to no case, as a buffer Hypothesis rejects. A position is a complete name for a case: a restarted or
 resumed worker continues its slot's stream at the first position the driver has no report for, a
 crash is attributed to ``(w, k)``, and ``bench/`` regenerates the cases of a run without running it.
 Steering (NOTE [steering] in :mod:`fuzzer.coverage`) may skip a position; it decides from the counts the
@@ -35,7 +37,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given
+from hypothesis import assume, given
+from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from .case import Case
@@ -44,7 +47,7 @@ from .coverage import Coverage, Steering
 from .execute import Outcome, triage_source
 from .features import features
 from .hypothesis_profile import campaign_settings
-from .judge import Judge
+from .judge import Judge, Judgement
 from .oracles import applicable
 from .reduce import is_subsequence, to_skeleton
 from .render import render
@@ -52,11 +55,26 @@ from .shrink import Goal, Shrinker
 from .signature import Signature, signature, skeleton
 
 BUFFER_BYTES = 2048
+#: Cases decoded together, sharing one Function (NOTE [case groups] in :mod:`strategies.cases`).
+GROUP = 4
 
 
 def stream_buffer(seed: int, slot: int, k: int) -> bytes:
-    """NOTE [worker streams]: the bytes case ``k`` of slot ``slot`` is decoded from."""
-    return random.Random(f"{seed}/{slot}/{k}").randbytes(BUFFER_BYTES)
+    """NOTE [worker streams]: the bytes the group of case ``k`` of slot ``slot`` is decoded from."""
+    return random.Random(f"{seed}/{slot}/{k - k % GROUP}").randbytes(BUFFER_BYTES)
+
+
+def group_entry(groups: st.SearchStrategy[tuple[Case | None, ...]], i: int) -> st.SearchStrategy[Case]:
+    """Entry ``i`` of each group: what the shrinker's Hypothesis stage runs on a group's buffer (the
+    other entries are decoded and ignored; the shrinker memoizes runs by case, so they cost no run)."""
+
+    @st.composite
+    def entry(draw: st.DrawFn) -> Case:
+        case = draw(groups)[i]
+        assume(case is not None)
+        return case
+
+    return entry()
 
 
 def quick_key(verdict: str, oracle: str, case: Case, fp: str) -> str:
@@ -133,6 +151,7 @@ class CaseReport:
     internal_errors: tuple[str, ...] = ()
     seconds: float = 0.0  # the whole case: its oracles, float64 re-checks, ablation
     torch_seconds: float = 0.0  # running the rendered scripts of the case's oracles once each
+    triage_seconds: float = 0.0  # of ``seconds``: telling a new finding's bug (ablation, known-bucket checks)
     generate_seconds: float = 0.0  # decoding it (and the draws steering skipped before it)
 
 
@@ -156,6 +175,7 @@ class Job:
     buffer: bytes | None
     budget: int
     buckets: BucketList = ()  # (id, goal, skeleton) of buckets so far
+    position: int = 0  # the case's stream position (which entry of the buffer's group it is)
 
 
 @dataclass(frozen=True)
@@ -180,25 +200,33 @@ class Decoder:
     """Stream positions -> cases (torch-free: the driver decodes the case that killed a worker)."""
 
     def __init__(self, seed: int, strategy_kwargs: dict[str, Any], database: str | None = None) -> None:
-        from strategies import cases
+        from strategies import case_groups
 
         self.seed = seed
-        self.strategy = cases(**strategy_kwargs)
-        self._drawn: list[Case] = []
+        self.groups = case_groups(size=GROUP, **strategy_kwargs)
+        self._drawn: list[tuple[Case | None, ...]] = []
+        self._last: tuple[tuple[int, int], tuple[Case | None, ...]] | None = None
         db = DirectoryBasedExampleDatabase(database) if database else None
 
         @campaign_settings(database=db)
-        @given(self.strategy)
-        def target(case: Case) -> None:
-            self._drawn.append(case)
+        @given(self.groups)
+        def target(group: tuple[Case | None, ...]) -> None:
+            self._drawn.append(group)
 
         self._decode = target.hypothesis.fuzz_one_input
 
+    def strategy(self, k: int) -> st.SearchStrategy[Case]:
+        """The strategy that decodes case ``k`` from :func:`stream_buffer` (for the shrinker)."""
+        return group_entry(self.groups, k % GROUP)
+
     def draw(self, slot: int, k: int) -> Case | None:
         """Case ``k`` of slot ``slot``'s stream (None when its bytes decode to no case)."""
-        self._drawn.clear()
-        self._decode(stream_buffer(self.seed, slot, k))
-        return self._drawn[-1] if self._drawn else None
+        key = (slot, k - k % GROUP)
+        if self._last is None or self._last[0] != key:
+            self._drawn.clear()
+            self._decode(stream_buffer(self.seed, slot, k))
+            self._last = (key, self._drawn[-1] if self._drawn else (None,) * GROUP)
+        return self._last[1][k % GROUP]
 
 
 class Worker:
@@ -207,7 +235,6 @@ class Worker:
         self.beat: Beat = beat or (lambda what: None)
         self._judge = Judge(timeout=init.case_timeout, subject=init.subject)
         self.decoder = Decoder(init.seed, init.strategy_kwargs, init.database)
-        self.strategy = self.decoder.strategy
         self.coverage = Coverage.from_json(init.coverage) if init.coverage else Coverage()
         self.steering = Steering(self.coverage, seed=f"{init.seed}/{init.slot}") if init.steer else None
         self.cases_run = 0
@@ -292,17 +319,28 @@ class Worker:
         found: list[RawFinding] = []
         errors: list[str] = []
         noise = 0
-        torch_seconds = 0.0
-        for oracle in applicable(case):
-            self.beat(self._current)
+        torch_seconds = triage = 0.0
+        self.beat(self._current)
+        oracles = applicable(case)
+        try:  # NOTE [one exec per case]; a beat before each oracle (NOTE [worker protocol])
+            judgements: list[Judgement | None] = list(
+                self._judge.all(case, oracles, before=lambda o: self.beat(self._current))
+            )
+        except Exception:  # noqa: BLE001 (an internal error: judge the oracles one by one to see whose)
+            judgements = [None] * len(oracles)
+        for oracle, j in zip(oracles, judgements, strict=True):
             try:
-                j = self._judge(case, oracle)
+                if j is None:
+                    self.beat(self._current)
+                    j = self._judge(case, oracle)
                 torch_seconds += j.seconds
                 noise += j.float32_noise
                 verdicts.append((oracle, j.verdict, j.reason))
                 if j.verdict in FINDING_VERDICTS:
                     assert j.outcome is not None
+                    t0 = time.perf_counter()
                     found.append(self._finding(case, j.verdict, j.outcome, oracle, j.fingerprint))
+                    triage += time.perf_counter() - t0
             except Exception:  # noqa: BLE001
                 errors.append(f"--- case {k} ({oracle})\n{traceback.format_exc()}")
         return CaseReport(
@@ -315,6 +353,7 @@ class Worker:
             internal_errors=tuple(errors),
             seconds=time.perf_counter() - start,
             torch_seconds=torch_seconds,
+            triage_seconds=triage,
         )
 
     def _finding(self, case: Case, verdict: str, outcome: Outcome, oracle: str, fp: str) -> RawFinding:
@@ -393,7 +432,9 @@ class Worker:
                 return JobResult(job.id, same_as=bucket_id, seconds=time.monotonic() - start)
         shrunk, info = case, {"runs": 0, "seconds": 0.0, "steps": [], "exhausted": False}
         if job.budget > 0:
-            result = Shrinker(goal, run, budget=job.budget).shrink(case, strategy=self.strategy, buffer=job.buffer)
+            result = Shrinker(goal, run, budget=job.budget).shrink(
+                case, strategy=self.decoder.strategy(job.position), buffer=job.buffer
+            )
             shrunk = result.case
             info = {
                 "runs": result.runs,

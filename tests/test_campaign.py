@@ -65,7 +65,7 @@ def _check_finding_dir(d: Path) -> dict:
 def test_planted_vmap_rule_bug_is_found_verified_and_bucketed(tmp_path: Path) -> None:
     kwargs = {"vmap_rules": ["custom_wrong"], "transforms": ["vmap", "grad"], "max_depth": 2, "outer_autograd": False}
     campaign = Campaign(
-        CampaignConfig(out=tmp_path, seed=7, duration=None, max_cases=12, strategy_kwargs=kwargs, shrink_budget=120)
+        CampaignConfig(out=tmp_path, seed=3, duration=None, max_cases=12, strategy_kwargs=kwargs, shrink_budget=120)
     )
     campaign.run()
     summary = campaign.summary()
@@ -127,7 +127,7 @@ def test_float32_disagreement_that_persists_in_float64_is_reported(tmp_path: Pat
         "outer_autograd": False,
         "dtypes": ["float32"],
     }
-    campaign = Campaign(CampaignConfig(out=tmp_path, seed=3, duration=None, max_cases=6, strategy_kwargs=kwargs))
+    campaign = Campaign(CampaignConfig(out=tmp_path, seed=4, duration=None, max_cases=6, strategy_kwargs=kwargs))
     campaign.run()
     summary = campaign.summary()
     assert summary["float32_noise"] == 0
@@ -145,7 +145,7 @@ def test_a_worker_killed_mid_shrink_is_replaced_and_the_finding_kept(tmp_path: P
     slot, and every finding is still counted."""
     kwargs = {"vmap_rules": ["custom_wrong"], "transforms": ["vmap", "grad"], "max_depth": 2, "outer_autograd": False}
     config = CampaignConfig(
-        out=tmp_path, seed=7, duration=None, max_cases=10, workers=1, shrink_budget=80, strategy_kwargs=kwargs
+        out=tmp_path, seed=3, duration=None, max_cases=10, workers=1, shrink_budget=80, strategy_kwargs=kwargs
     )
     campaign = Campaign(config)
     killed: list[int] = []

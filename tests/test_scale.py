@@ -13,13 +13,15 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
 
 from fuzzer.campaign import Campaign, CampaignConfig
 from fuzzer.case import TRANSFORMS
 from fuzzer.cli import main
 from fuzzer.coverage import Coverage, Steering, cells
 from fuzzer.features import ALL_FEATURES, features
-from fuzzer.worker import Decoder, Fuzz, Worker, WorkerInit
+from fuzzer.hypothesis_profile import campaign_settings
+from fuzzer.worker import GROUP, Decoder, Fuzz, Worker, WorkerInit, stream_buffer
 
 ROOT = Path(__file__).resolve().parent.parent
 EVENTS = {"start", "stop", "new_bucket", "crash", "hang", "worker_restart"}
@@ -182,6 +184,51 @@ def test_worker_streams_repeat_per_slot() -> None:
     assert [r.verdicts for r in first.reports] == [r.verdicts for r in again.reports]
     skipped = Worker(init).fuzz(Fuzz(start=0, max_cases=4, seconds=60.0, skip=frozenset({first.reports[0].k})))
     assert first.reports[0].k not in [r.k for r in skipped.reports]
+
+
+def test_a_position_is_one_entry_of_its_group_and_the_shrinker_can_decode_it_alone() -> None:
+    """NOTE [worker streams] and NOTE [case groups]: positions k - k % GROUP ... share one Function; the
+    strategy the shrinker gets for position k decodes exactly case k from the group's buffer, in any
+    order of access."""
+    decoder = Decoder(3, {})
+    ks = [*range(GROUP + 1, 2 * GROUP), GROUP]  # one group, not in order
+    later = [decoder.draw(0, k) for k in ks]
+    fresh = Decoder(3, {})
+    assert later == [fresh.draw(0, k) for k in sorted(ks)][1:] + [fresh.draw(0, GROUP)]
+    group = [c for c in later if c is not None]
+    assert len(group) >= 2 and len({c.function for c in group}) == 1
+    assert len({c.transforms for c in group}) >= 2
+    for k in ks:
+        case = decoder.draw(0, k)
+        if case is None:
+            continue
+        seen: list = []
+
+        @campaign_settings(database=None)
+        @given(decoder.strategy(k))
+        def decode(c) -> None:
+            seen.append(c)  # noqa: B023 (called right below, in this iteration)
+
+        decode.hypothesis.fuzz_one_input(stream_buffer(3, 0, k))
+        assert seen == [case]
+
+
+def test_shrink_jobs_get_at_most_their_share_of_worker_time(tmp_path: Path) -> None:
+    """NOTE [campaign driver]: a job is handed out only while shrinking used at most shrink_share of the
+    workers' time so far; an in-process campaign shrinks each finding right away."""
+    campaign = Campaign(CampaignConfig(out=tmp_path, seed=1, workers=2, shrink_share=0.25))
+    campaign.stats.elapsed_before = 100.0  # 100 s x 2 workers: 50 core-seconds may go to shrinking
+    campaign.stats.seconds["shrink"] = 45.0
+    assert campaign._shrink_time_left()
+    campaign.stats.seconds["shrink"] = 55.0
+    assert not campaign._shrink_time_left()
+    campaign.slots[0].job_started = time.monotonic() - 10.0  # a running job counts from its start
+    campaign.stats.seconds["shrink"] = 45.0
+    campaign.slots[0].job = object()  # type: ignore[assignment]
+    assert not campaign._shrink_time_left()
+    inline = Campaign(CampaignConfig(out=tmp_path / "inline", seed=1, workers=0))
+    inline.stats.seconds["shrink"] = 1e9
+    assert inline._shrink_time_left()
 
 
 def test_coverage_counts_cells_and_round_trips() -> None:

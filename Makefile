@@ -8,9 +8,10 @@ OUT ?= reports/latest
 BIN := $(VENV)/bin
 
 BENCH_DURATION ?= 120
+LONG_DURATION ?= 1800
 OLD_TORCH_PY := .venvs/torch-2.0.1/bin/python
 
-.PHONY: setup fuzz test lint bench torch-venv clean help
+.PHONY: setup fuzz test lint bench bench-long torch-venv clean help
 .DEFAULT_GOAL := help
 
 help:
@@ -19,6 +20,8 @@ help:
 	@echo "make lint                 ruff check + format check"
 	@echo "make bench                campaign throughput (overhead over bare torch, cases/s per core, 2-worker speed-up, RSS, profile),"
 	@echo "                          then shrink time per bucket and repro size (also on torch 2.0.1 if .venvs/torch-2.0.1 exists)"
+	@echo "make bench-long           a $(LONG_DURATION) s campaign (2 workers, no recycling), then its overhead ratio, worker RSS"
+	@echo "                          one minute in and at the end, and shrink queue (scale_bench.py --from-run)"
 	@echo "make setup [TORCH=X.Y.Z]  create .venv with torch $(TORCH) and affuzz (editable, dev extra)"
 	@echo "make torch-venv TORCH=X.Y.Z   create .venvs/torch-X.Y.Z (e.g. 2.0.1, the seed's version)"
 
@@ -46,6 +49,11 @@ bench: setup
 	$(BIN)/python bench/shrink_bench.py --duration $(BENCH_DURATION)
 	@if [ -x $(OLD_TORCH_PY) ]; then $(BIN)/python bench/shrink_bench.py --python $(OLD_TORCH_PY) --duration $(BENCH_DURATION); \
 	else echo "(no $(OLD_TORCH_PY): make torch-venv TORCH=2.0.1 to add the seed's torch to the benchmark)"; fi
+
+bench-long: setup
+	rm -rf reports/bench-long
+	$(BIN)/affuzz run --workers 2 --duration $(LONG_DURATION) --seed 21 --recycle-after 1000000000 --out reports/bench-long > /dev/null
+	$(BIN)/python bench/scale_bench.py --from-run reports/bench-long --sample 20
 
 torch-venv:
 	@test -n "$(TORCH)" || (echo "usage: make torch-venv TORCH=X.Y.Z" >&2; exit 2)

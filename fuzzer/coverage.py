@@ -16,7 +16,8 @@ Generation is steered toward the cells seen least by rejection: a drawn case is 
 ``p = (r + 1) / (c + 1)``, clamped to ``[min_accept, 1]``, where ``c`` is the count of the case's
 least-covered cell and ``r`` the count of the cell at the ``rare_quantile`` of covered cells. A case
 that touches a rare cell always runs; one made only of common cells runs at least half the time.
-A rejected draw costs its decoding (a few ms, against tens for running a case), and the ``min_accept``
+A rejected draw costs its decoding (under 1 ms for a case of a group, NOTE [case groups] in
+:mod:`strategies.cases`, against ~7 ms for running a case), and the ``min_accept``
 floor of 1/2 bounds that to one extra draw per case run on average; the decoding of a buffer into a case does not
 change: a buffer (and the shrinker fed with it) still gives the same case as without steering. The
 decision uses a private ``random.Random`` and only the counts the worker started from plus what it ran

@@ -219,6 +219,7 @@ def _run(
                     with _deadline(timeout):
                         verdict, fc, ref = ns["check"](side_b, a_known)
                 except CaseTimeout:
+                    restore_torch_state()  # NOTE [interrupted cases]
                     hang = _hang(ns, timeout)
                     if not a_known:  # side A itself hung: it would hang under every oracle
                         return {**results, **dict.fromkeys(oracles[i:], hang)}
@@ -240,6 +241,34 @@ def _run(
 
 
 _AGREE = Side("", None, None)
+
+
+# NOTE [interrupted cases]
+# The per-case timer raises CaseTimeout wherever the case happens to be, possibly inside a context
+# manager's enter or exit in torch (``torch.no_grad()`` in ``finite_forward``, a forward-AD dual level, a
+# torch.func level), so the global state it was restoring stays changed: after a 0.1 ms limit the next
+# case ran with grad mode off and computed wrong derivatives. After a timeout the state every case
+# starts from is put back: grad mode on, no forward-AD dual level, no torch.func level. A worker also
+# asks to be replaced after a hang (NOTE [worker protocol]), for state this cannot see.
+def restore_torch_state() -> None:
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    torch.set_grad_enabled(True)
+    fwd = torch.autograd.forward_ad
+    while getattr(fwd, "_current_level", -1) >= 0:
+        fwd.exit_dual_level()
+    functorch = getattr(torch._C, "_functorch", None)
+    depth = getattr(functorch, "get_dynamic_layer_stack_depth", None)
+    undo = getattr(functorch, "pop_dynamic_layer_stack_and_undo_to_depth", None)
+    if depth is not None and undo is not None:
+        if depth() > 0:
+            undo(0)
+        return
+    peek = getattr(functorch, "peek_interpreter_stack", None)  # torch 2.0: no undo_to_depth
+    pop = getattr(functorch, "pop_dynamic_layer_stack", None)
+    while peek is not None and pop is not None and peek() is not None:
+        pop()
 
 
 def _hang(ns: dict[str, Any], timeout: float | None) -> Outcome:

@@ -242,6 +242,7 @@ class Worker:
         self._error_keys: set[str] = set()  # error bucket ids this worker reported in full
         self.buckets: BucketList = ()
         self._current: tuple[str, Any] = ("idle", None)  # what a beat reports (NOTE [worker protocol])
+        self._timed_out = False  # a case hit the per-case timer (NOTE [interrupted cases])
 
     def draw(self, k: int) -> Case | None:
         """Case ``k`` of this worker's stream (None when its bytes decode to no case)."""
@@ -289,6 +290,8 @@ class Worker:
 
     def _recycle(self) -> str | None:
         i = self.init
+        if self._timed_out:
+            return "recycled after a case timeout (NOTE [interrupted cases] in fuzzer.execute)"
         if i.recycle_cases is not None and self.cases_run >= i.recycle_cases:
             return f"recycled after {self.cases_run} cases"
         if i.max_rss_mb is not None:
@@ -335,6 +338,7 @@ class Worker:
                     j = self._judge(case, oracle)
                 torch_seconds += j.seconds
                 noise += j.float32_noise
+                self._timed_out |= j.verdict == "hang"
                 verdicts.append((oracle, j.verdict, j.reason))
                 if j.verdict in FINDING_VERDICTS:
                     assert j.outcome is not None

@@ -18,10 +18,10 @@ worker's stream. Shrinking thus runs on the same cores as fuzzing and under the 
 a torch with many bugs it cannot starve the search: the first minutes of a campaign on torch 2.0.1
 find a new bug every few seconds, each a shrink of seconds. The queue is bounded by what can be new:
 repeats are hits (NOTE [signature memo]), a family queues at most ``family_limit`` stacks (NOTE [bucket
-families]); ``queue_history`` in stats.json records its length over the run. A new finding becomes a job; its repeats meanwhile count as hits of the
-queued job (NOTE [signature memo]); the job's answer is either "an existing bucket already shows this
-bug" or a shrunk case, which is bucketed and published (staged, then verified in a fresh process on the
-verification thread). When a worker dies, the driver records a ``crash`` (or, when it went silent past
+families]); ``queue_history`` in stats.json records its length over the run. A new finding becomes a
+job; its repeats meanwhile count as hits of the queued job (NOTE [signature memo]); the job's answer is
+either "an existing bucket already shows this bug" or a shrunk case, which is bucketed and published
+(staged, then verified in a fresh process on the verification thread). When a worker dies, the driver records a ``crash`` (or, when it went silent past
 the hang limit and was killed, a ``hang``) finding with the case it was running, starts a new worker
 in its slot and re-runs the lost command's positions without that case. Workers are recycled after
 ``recycle_cases`` cases or above ``max_rss_mb``. When the campaign ends (duration, case limit, SIGINT

@@ -185,10 +185,6 @@ def run_oracles(
     """NOTE [one exec per case]: the outcome of ``case`` under each of ``oracles``, from one script that
     defines the Function once and runs side A once (``timeout`` applies to each oracle; ``before(o)`` is
     called before oracle ``o`` runs)."""
-    if len(oracles) == 1:
-        if before is not None:
-            before(oracles[0])
-        return {oracles[0]: run_case(case, oracles[0], timeout=timeout)}
     source = render(case, oracle=oracles[0], also=oracles[1:])
     return _run(source, oracles, "<affuzz case>", timeout, before)  # type: ignore[return-value,arg-type]
 
@@ -214,7 +210,7 @@ def _run(
             for i, oracle in enumerate(oracles):
                 if before is not None:
                     before(oracle)
-                side_b = ns["ORACLE_SIDES"][oracle] if oracle is not None else None
+                side_b = ns.get("ORACLE_SIDES", {}).get(oracle)  # None: the script's own SIDES[1]
                 try:
                     with _deadline(timeout):
                         verdict, fc, ref = ns["check"](side_b, a_known)

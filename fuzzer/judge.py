@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from .case import Case
 from .compare import Limitation, classify, load_registry
-from .execute import Outcome, run_case, run_oracles
+from .execute import Outcome, run_oracles
 from .validity import SideInfo, rule_conflict, sides
 
 SUBJECTS = ("torch", "function")
@@ -61,19 +61,19 @@ class Judge:
         self.subject = subject
 
     def __call__(self, case: Case, oracle: str, *, recheck: bool = True) -> Judgement:
-        both = sides(case, oracle)
-        if self.subject == "torch":
-            reason = rule_conflict(case, *both)
-            if reason is not None:
-                return Judgement("not_applicable", oracle, reason)
-        return self._classify(case, oracle, both, run_case(case, oracle, timeout=self.timeout), recheck)
+        return self.all(case, (oracle,), recheck=recheck)[0]
 
     def all(
-        self, case: Case, oracles: tuple[str, ...], *, before: Callable[[str], None] | None = None
+        self,
+        case: Case,
+        oracles: tuple[str, ...],
+        *,
+        before: Callable[[str], None] | None = None,
+        recheck: bool = True,
     ) -> list[Judgement]:
-        """``[self(case, o) for o in oracles]``, with every oracle that runs run from one script (NOTE
-        [one exec per case]): the Function is defined once and side A, the same under every oracle,
-        runs once. ``before(o)`` is called before oracle ``o`` runs."""
+        """The judgement of ``case`` under each of ``oracles``, every oracle that runs run from one script
+        (NOTE [one exec per case]): the Function is defined once and side A, the same under every
+        oracle, runs once. ``before(o)`` is called before oracle ``o`` runs."""
         done: dict[str, Judgement] = {}
         todo: list[tuple[str, tuple[SideInfo, SideInfo]]] = []
         for oracle in oracles:
@@ -86,7 +86,7 @@ class Judge:
         if todo:
             outcomes = run_oracles(case, tuple(o for o, _ in todo), timeout=self.timeout, before=before)
             for oracle, both in todo:
-                done[oracle] = self._classify(case, oracle, both, outcomes[oracle], True)
+                done[oracle] = self._classify(case, oracle, both, outcomes[oracle], recheck)
         return [done[o] for o in oracles]
 
     def _classify(

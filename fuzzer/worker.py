@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hypothesis import assume, given
+from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
 
@@ -62,19 +62,6 @@ GROUP = 4
 def stream_buffer(seed: int, slot: int, k: int) -> bytes:
     """NOTE [worker streams]: the bytes the group of case ``k`` of slot ``slot`` is decoded from."""
     return random.Random(f"{seed}/{slot}/{k - k % GROUP}").randbytes(BUFFER_BYTES)
-
-
-def group_entry(groups: st.SearchStrategy[tuple[Case | None, ...]], i: int) -> st.SearchStrategy[Case]:
-    """Entry ``i`` of each group: what the shrinker's Hypothesis stage runs on a group's buffer (the
-    other entries are decoded and ignored; the shrinker memoizes runs by case, so they cost no run)."""
-
-    @st.composite
-    def entry(draw: st.DrawFn) -> Case:
-        case = draw(groups)[i]
-        assume(case is not None)
-        return case
-
-    return entry()
 
 
 def quick_key(verdict: str, oracle: str, case: Case, fp: str) -> str:
@@ -217,6 +204,8 @@ class Decoder:
 
     def strategy(self, k: int) -> st.SearchStrategy[Case]:
         """The strategy that decodes case ``k`` from :func:`stream_buffer` (for the shrinker)."""
+        from strategies import group_entry
+
         return group_entry(self.groups, k % GROUP)
 
     def draw(self, slot: int, k: int) -> Case | None:

@@ -10,7 +10,7 @@ Every strategy is torch-free, takes keyword-only arguments (validated; bad ones 
 choices simplest first, so Hypothesis shrinks toward scalar inputs, one output and one transform.
 """
 
-from .cases import SHAPES, case_groups, cases
+from .cases import SHAPES, case_groups, cases, group_entry
 from .functions import functions, views
 from .inputs import VALUES, tensor_values
 from .transforms import transform_stacks
@@ -21,6 +21,7 @@ __all__ = [
     "case_groups",
     "cases",
     "functions",
+    "group_entry",
     "tensor_values",
     "transform_stacks",
     "views",

@@ -39,7 +39,7 @@ from .functions import _rarely, functions
 from .inputs import tensor_values
 from .transforms import transform_stacks
 
-__all__ = ["SHAPES", "case_groups", "cases"]
+__all__ = ["SHAPES", "case_groups", "cases", "group_entry"]
 
 #: Base shapes, simplest first: from scalar to small 2-D.
 SHAPES: tuple[tuple[int, ...], ...] = (
@@ -72,8 +72,21 @@ def cases(
 ) -> st.SearchStrategy[Case]:
     """Cases for the differential check. See :func:`strategies.functions` and
     :func:`strategies.transform_stacks` for the parameters passed through."""
-    params = _params(max_inputs, max_outputs, max_nodes, min_depth, max_depth, transforms, outer_autograd)
-    return _case(*params, tuple(styles), tuple(vmap_rules), check_subset("dtypes", dtypes, DTYPES), _cost(max_cost))
+    groups = case_groups(
+        size=1,
+        max_inputs=max_inputs,
+        max_outputs=max_outputs,
+        max_nodes=max_nodes,
+        min_depth=min_depth,
+        max_depth=max_depth,
+        transforms=transforms,
+        outer_autograd=outer_autograd,
+        styles=styles,
+        vmap_rules=vmap_rules,
+        dtypes=dtypes,
+        max_cost=max_cost,
+    )
+    return group_entry(groups, 0)
 
 
 def case_groups(
@@ -100,27 +113,30 @@ def case_groups(
     :data:`fuzzer.case.MAX_MAGNITUDE`. Every entry that is not None satisfies :func:`cases`'s invariants.
     """
     check_int_range("size", size, 1, 64)
-    params = _params(max_inputs, max_outputs, max_nodes, min_depth, max_depth, transforms, outer_autograd)
-    dt = check_subset("dtypes", dtypes, DTYPES)
-    return _group(size, *params, tuple(styles), tuple(vmap_rules), dt, _cost(max_cost))
-
-
-def _params(
-    max_inputs: int,
-    max_outputs: int,
-    max_nodes: int,
-    min_depth: int,
-    max_depth: int,
-    transforms: Sequence[str],
-    outer_autograd: bool | None,
-) -> tuple[int, int, int, int, int, tuple[str, ...], bool | None]:
     check_int_range("max_inputs", max_inputs, 1, 3)
-    return (max_inputs, max_outputs, max_nodes, min_depth, max_depth, tuple(transforms), outer_autograd)
-
-
-def _cost(max_cost: int) -> int:
+    dtypes = check_subset("dtypes", dtypes, DTYPES)
     check_int_range("max_cost", max_cost, 1, 1_000_000)
-    return max_cost
+    return _group(
+        size,
+        max_inputs,
+        max_outputs,
+        max_nodes,
+        min_depth,
+        max_depth,
+        tuple(transforms),
+        outer_autograd,
+        tuple(styles),
+        tuple(vmap_rules),
+        dtypes,
+        max_cost,
+    )
+
+
+def group_entry(groups: st.SearchStrategy[tuple[Case | None, ...]], i: int) -> st.SearchStrategy[Case]:
+    """Entry ``i`` of the groups ``groups`` draws, where it is not None (the other entries are decoded
+    and dropped): a lone case is entry 0 of a group of one, and the shrinker decodes case ``i`` of a
+    campaign's group from the group's bytes this way."""
+    return _entry(groups, i)
 
 
 # NOTE [case groups]
@@ -133,38 +149,10 @@ def _cost(max_cost: int) -> int:
 
 
 @st.composite
-def _case(
-    draw: st.DrawFn,
-    max_inputs: int,
-    max_outputs: int,
-    max_nodes: int,
-    min_depth: int,
-    max_depth: int,
-    transforms: tuple[str, ...],
-    outer_autograd: bool | None,
-    styles: tuple[str, ...],
-    vmap_rules: tuple[str, ...],
-    dtypes: tuple[str, ...],
-    max_cost: int,
-) -> Case:
-    group = draw(
-        _group(
-            1,
-            max_inputs,
-            max_outputs,
-            max_nodes,
-            min_depth,
-            max_depth,
-            transforms,
-            outer_autograd,
-            styles,
-            vmap_rules,
-            dtypes,
-            max_cost,
-        )
-    )
-    assume(group[0] is not None)  # no overflowing chains (exp of exp of exp...)
-    return group[0]
+def _entry(draw: st.DrawFn, groups: st.SearchStrategy[tuple[Case | None, ...]], i: int) -> Case:
+    case = draw(groups)[i]
+    assume(case is not None)  # no overflowing chains (exp of exp of exp...), a stack that fits
+    return case
 
 
 @lru_cache(maxsize=8)

@@ -17,7 +17,7 @@ OLD_TORCH_PY := .venvs/torch-2.0.1/bin/python
 help:
 	@echo "make fuzz                 set up .venv if needed, run a $(DURATION) s campaign, print its summary ($(OUT)/)"
 	@echo "make test                 set up .venv if needed, run the test suite"
-	@echo "make lint                 ruff check + format check"
+	@echo "make lint                 ruff check + format check + import-linter layer contracts (pyproject.toml)"
 	@echo "make bench                campaign throughput (overhead over bare torch, cases/s per core, 2-worker speed-up, RSS, profile),"
 	@echo "                          then shrink time per bucket and repro size (also on torch 2.0.1 if .venvs/torch-2.0.1 exists)"
 	@echo "make bench-long           a $(LONG_DURATION) s campaign (2 workers, no recycling), then its overhead ratio, worker RSS"
@@ -43,6 +43,7 @@ test: setup
 lint: setup
 	$(BIN)/ruff check fuzzer strategies tests bench
 	$(BIN)/ruff format --check fuzzer strategies tests bench
+	$(BIN)/lint-imports
 
 bench: setup
 	$(BIN)/python bench/scale_bench.py --duration $(BENCH_DURATION)
@@ -57,7 +58,7 @@ bench-long: setup
 
 torch-venv:
 	@test -n "$(TORCH)" || (echo "usage: make torch-venv TORCH=X.Y.Z" >&2; exit 2)
-	$(PYTHON) -m fuzzer.torchenv $(TORCH)
+	$(PYTHON) -m fuzzer.history.torchenv $(TORCH)
 
 clean:
 	rm -rf reports/latest .pytest_cache .ruff_cache

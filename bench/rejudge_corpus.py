@@ -29,9 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from fuzzer.compare import FINDING_VERDICTS  # noqa: E402
-from fuzzer.corpus import load_corpus, update_meta, version_tuple  # noqa: E402
-from fuzzer.render import render  # noqa: E402
+from fuzzer.codegen.render import render  # noqa: E402
+from fuzzer.history.corpus import load_corpus, update_meta, version_tuple  # noqa: E402
+from fuzzer.ir.verdicts import FINDING_VERDICTS  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -43,12 +43,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from fuzzer.coverage import Coverage, Steering  # noqa: E402
-from fuzzer.features import features  # noqa: E402
-from fuzzer.oracles import applicable  # noqa: E402
-from fuzzer.render import render  # noqa: E402
-from fuzzer.validity import rule_conflict, sides  # noqa: E402
-from fuzzer.worker import Decoder, Fuzz, Worker, WorkerInit  # noqa: E402
+from fuzzer.campaign.protocol import Fuzz, WorkerInit  # noqa: E402
+from fuzzer.campaign.worker import Worker  # noqa: E402
+from fuzzer.codegen.render import render  # noqa: E402
+from fuzzer.gen.coverage import Coverage, Steering  # noqa: E402
+from fuzzer.gen.streams import Decoder  # noqa: E402
+from fuzzer.ir.features import features  # noqa: E402
+from fuzzer.ir.oracles import applicable  # noqa: E402
+from fuzzer.ir.validity import rule_conflict, sides  # noqa: E402
 
 
 def stream_cases(seed: int, slot: int, kwargs: dict[str, Any], count: int, skip: set[int], steer: bool):

@@ -1,8 +1,8 @@
-"""Whole cases: a Function, ``f``, inputs and a transform stack (:class:`fuzzer.case.Case`).
+"""Whole cases: a Function, ``f``, inputs and a transform stack (:class:`fuzzer.ir.case.Case`).
 
-Invariants: every drawn case passes :func:`fuzzer.case.validate`; its forward values stay below
-:data:`fuzzer.case.MAX_MAGNITUDE` (:func:`fuzzer.case.forward_bound`), so nothing overflows; the create_graph-mode cost estimate
-(:func:`fuzzer.case.reference_cost`) stays within ``max_cost`` (the base shape is drawn among those
+Invariants: every drawn case passes :func:`fuzzer.ir.case.validate`; its forward values stay below
+:data:`fuzzer.ir.case.MAX_MAGNITUDE` (:func:`fuzzer.ir.case.forward_bound`), so nothing overflows; the create_graph-mode cost estimate
+(:func:`fuzzer.ir.case.reference_cost`) stays within ``max_cost`` (the base shape is drawn among those
 that fit the stack); ``f`` adds its used outputs elementwise when they share a shape and otherwise sums
 each to a scalar.
 """
@@ -16,23 +16,9 @@ from functools import lru_cache
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from fuzzer.case import (
-    DTYPES,
-    FUNCTORCH_TRANSFORMS,
-    MAX_MAGNITUDE,
-    STYLES,
-    Case,
-    FDef,
-    FunctionDef,
-    Inputs,
-    Transform,
-    forward_bound,
-    input_shapes,
-    numel,
-    output_shapes,
-    reference_cost,
-    repair_vmap_dims,
-)
+from fuzzer.ir.case import DTYPES, FUNCTORCH_TRANSFORMS, STYLES, Case, FDef, FunctionDef, Inputs, Transform
+from fuzzer.ir.dataflow import repair_vmap_dims
+from fuzzer.ir.shapes import MAX_MAGNITUDE, forward_bound, input_shapes, numel, output_shapes, reference_cost
 
 from ._validate import BOOLS, check_int_range, check_subset, ints, pick
 from .functions import _rarely, functions
@@ -110,7 +96,7 @@ def case_groups(
     Invariants: the tuple has exactly ``size`` entries; entry 0 is distributed as :func:`cases` draws a
     case; entry ``i > 0`` draws its stack as :func:`cases` does and is None when that stack does not fit
     the group's base shape within ``max_cost`` or its forward values exceed
-    :data:`fuzzer.case.MAX_MAGNITUDE`. Every entry that is not None satisfies :func:`cases`'s invariants.
+    :data:`fuzzer.ir.case.MAX_MAGNITUDE`. Every entry that is not None satisfies :func:`cases`'s invariants.
     """
     check_int_range("size", size, 1, 64)
     check_int_range("max_inputs", max_inputs, 1, 3)

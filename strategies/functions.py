@@ -1,4 +1,4 @@
-"""Custom ``torch.autograd.Function`` definitions (:class:`fuzzer.case.FunctionDef`).
+"""Custom ``torch.autograd.Function`` definitions (:class:`fuzzer.ir.case.FunctionDef`).
 
 Invariants of every drawn Function:
 
@@ -6,13 +6,13 @@ Invariants of every drawn Function:
   chain of elementwise ops (pow, mul, add, sin, exp), an input returned as-is, or a view of an input or
   of a computed output (view_as, reshape, unsqueeze, select, narrow, transpose, squeeze).
 * Saved tensors drawn from inputs, outputs and intermediates; inputs are added until the backward can
-  obtain every value it needs (:func:`fuzzer.case.repair_saved`); no dead intermediates (pruned).
+  obtain every value it needs (:func:`fuzzer.ir.case.repair_saved`); no dead intermediates (pruned).
 * The backward is the exact VJP except for the deliberately unused grad_outputs and None input grads;
   the optional ``jvp`` staticmethod is the exact JVP.
 * The rest of the API is drawn too, each rarely (1 in 4): ``@once_differentiable``,
   ``set_materialize_grads(False)``, ``mark_non_differentiable`` on node outputs, saved tensors kept on
   ``ctx`` as attributes, saved tensors detached.
-* It always passes :func:`fuzzer.case.validate`.
+* It always passes :func:`fuzzer.ir.case.validate`.
 
 Choices are ordered simplest first (one input, one ``pow`` output, setup_context style, no vmap rule),
 so Hypothesis shrinks toward the seed's shape.
@@ -27,7 +27,7 @@ from dataclasses import replace
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from fuzzer.case import (
+from fuzzer.ir.case import (
     MAX_DIM_SIZE,
     MAX_INPUTS,
     MAX_NDIM,
@@ -41,11 +41,9 @@ from fuzzer.case import (
     Node,
     Output,
     View,
-    numel,
-    prune,
-    repair_saved,
-    value_provided_by_saved,
 )
+from fuzzer.ir.dataflow import prune, repair_saved, value_provided_by_saved
+from fuzzer.ir.shapes import numel
 
 from ._validate import BOOLS, check_int_range, check_subset, ints, pick
 
@@ -85,7 +83,7 @@ def _vmap_rule_st(rules: tuple[str, ...]) -> st.SearchStrategy[str]:
 
 @functools.cache
 def views(*, shape: tuple[int, ...]) -> st.SearchStrategy[View]:
-    """Views that are well-formed for a tensor of ``shape`` (see :func:`fuzzer.case.view_shape`)."""
+    """Views that are well-formed for a tensor of ``shape`` (see :func:`fuzzer.ir.case.view_shape`)."""
     if not isinstance(shape, tuple) or len(shape) > MAX_NDIM:
         raise InvalidArgument(f"shape={shape!r} must be a tuple of at most {MAX_NDIM} dims")
     nd = len(shape)
@@ -190,7 +188,7 @@ def _function(
     saved = tuple(r for r in candidates if draw(BOOLS))
     unused = [j for j in range(len(outputs)) if draw(BOOLS)]
     # The same tensor returned twice gets one declared derivative: its copies' grads are all used or all
-    # ignored, as the first copy's (NOTE [valid comparisons] in fuzzer/validity.py).
+    # ignored, as the first copy's (NOTE [valid comparisons] in fuzzer/ir/validity.py).
     same = [(o.kind, o.ref) if o.kind != "view" else j for j, o in enumerate(outputs)]  # views are distinct
     unused = tuple(j for j, key in enumerate(same) if same.index(key) in unused)
     nones = tuple(i for i in range(n_in) if draw(_rarely))
@@ -203,7 +201,7 @@ def _function(
     refs = [o.ref for o in outputs]
     nondiff = tuple(j for j, o in enumerate(outputs) if o.kind == "node" and refs.count(o.ref) == 1 and draw(_rarely))
     fn = prune(repair_saved(FunctionDef(n_in, tuple(nodes), tuple(outputs), saved, unused, nones, style, rule)))
-    # Tensors kept on ctx break a documented rule (NOTE [valid comparisons] in fuzzer/validity.py): no
+    # Tensors kept on ctx break a documented rule (NOTE [valid comparisons] in fuzzer/ir/validity.py): no
     # comparison of such a Function is a torch finding, so it is drawn for 1 Function in 8 only.
     on_ctx = tuple(r for r in fn.saved if draw(_rarely)) if draw(ints(0, 7)) == 7 else ()
     detached = tuple(r for r in fn.saved if draw(_rarely))

@@ -10,7 +10,7 @@ from functools import lru_cache
 
 from hypothesis import strategies as st
 
-from fuzzer.case import MAX_INPUTS
+from fuzzer.ir.case import MAX_INPUTS
 
 from ._validate import check_int_range
 

@@ -1,8 +1,8 @@
 """Transform stacks: 1-3 torch.func levels, optionally under a plain autograd level.
 
 Invariants: every drawn stack is well-formed for any case (``grad`` levels sum a non-scalar inner output,
-see :func:`fuzzer.case.needs_sum`; vmap ``in_dims``/``out_dims`` are clamped to the case's shapes by
-:func:`fuzzer.case.repair_vmap_dims`); ``autograd_grad`` only ever appears outermost; at most one
+see :func:`fuzzer.ir.case.needs_sum`; vmap ``in_dims``/``out_dims`` are clamped to the case's shapes by
+:func:`fuzzer.ir.case.repair_vmap_dims`); ``autograd_grad`` only ever appears outermost; at most one
 forward-mode level (jacfwd, jvp, linearize: extra ones become jacrev/vjp); vmap batch sizes are
 1..``max_batch_size``, ``in_dims`` entries 0, 1 or None (never all None), ``out_dims`` 0 or 1.
 Choices are ordered simplest first, so shrinking goes toward one ``grad`` level, no outer autograd
@@ -16,7 +16,7 @@ from functools import lru_cache
 
 from hypothesis import strategies as st
 
-from fuzzer.case import (
+from fuzzer.ir.case import (
     FORWARD_MODE_TRANSFORMS,
     FUNCTORCH_TRANSFORMS,
     MAX_BATCH,

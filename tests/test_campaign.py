@@ -9,9 +9,9 @@ from pathlib import Path
 
 from conftest import run_script
 
-from fuzzer.campaign import Campaign, CampaignConfig
+from fuzzer.campaign.driver import Campaign, CampaignConfig
 from fuzzer.cli import main
-from fuzzer.features import ALL_FEATURES
+from fuzzer.ir.features import ALL_FEATURES
 
 REQUIRED = {
     "verdict",

@@ -8,18 +8,11 @@ from dataclasses import replace
 import pytest
 from hypothesis import given
 
-from fuzzer.case import (
-    SCHEMA_VERSION,
-    Case,
-    CaseError,
-    case_from_json,
-    case_to_json,
-    dumps,
-    loads,
-    missing_values,
-    needs_sum,
-    validate,
-)
+from fuzzer.ir.case import SCHEMA_VERSION, Case, CaseError
+from fuzzer.ir.dataflow import missing_values
+from fuzzer.ir.serde import case_from_json, case_to_json, dumps, loads
+from fuzzer.ir.shapes import needs_sum
+from fuzzer.ir.validate import validate
 from strategies import cases
 
 

@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from fuzzer import repro_lib
-from fuzzer.case import Case, FDef, FunctionDef, Inputs, Node, Output, Transform, View, validate
-from fuzzer.compare import RegistryError, classify, load_registry
-from fuzzer.execute import Outcome, Side, run_case
-from fuzzer.judge import Judge
-from fuzzer.validity import SideInfo, sides
+from fuzzer.codegen import repro_lib
+from fuzzer.ir.case import Case, FDef, FunctionDef, Inputs, Node, Output, Transform, View
+from fuzzer.ir.validate import validate
+from fuzzer.ir.validity import SideInfo, sides
+from fuzzer.judge.compare import RegistryError, classify, load_registry
+from fuzzer.judge.execute import Outcome, Side, run_case
+from fuzzer.judge.judge import Judge
 
 FUNCTORCH = SideInfo(("R",), True, True, False)
 CREATE_GRAPH = SideInfo(("R",), False, False, False)
@@ -109,7 +110,7 @@ def test_internal_assert_from_real_torch_is_a_finding() -> None:
 def test_float32_errors_are_findings_without_a_float64_recheck() -> None:
     # NOTE [float32 findings]: only value mismatches are re-checked; an error in float32 stays a finding.
     # generate_vmap_rule + mark_dirty under vmap: a real torch 2.13 error (corpus G9)
-    from fuzzer.case import load
+    from fuzzer.ir.serde import load
 
     case = load(
         str(Path(__file__).resolve().parent.parent / "corpus" / "error_functorch_only-6be8afd306" / "case.json")
@@ -210,7 +211,7 @@ def test_second_order_through_a_detached_save_is_not_compared_to_the_jvp() -> No
 
 
 def test_oracles_never_leave_the_grammar() -> None:
-    from fuzzer.oracles import alternate_stack, applicable
+    from fuzzer.ir.oracles import alternate_stack, applicable
 
     fn = FunctionDef(1, (Node("pow", ("x0",), 3),), (Output("node", "t0"),), saved=("x0",), jvp_rule=True)
     case = _case(fn, [Transform("jacrev"), Transform("jvp")])
@@ -248,7 +249,7 @@ def test_bad_registry_is_named(tmp_path: Path, entry: dict, message: str) -> Non
 
 
 def test_one_torch_error_is_one_bucket_across_oracles_stacks_and_verdicts() -> None:
-    from fuzzer.signature import Signature
+    from fuzzer.triage.signature import Signature
 
     fp = "AssertionError: flat_bdims must not be None @ torch/_functorch/vmap.py:wrap_batched"
     ids = {
@@ -277,7 +278,7 @@ def test_error_keys_ignore_numbers_brackets_and_generated_class_names() -> None:
 
 
 def test_derivatives_are_not_exact_past_first_order_through_an_ignored_saved_output(seed_case: Case) -> None:
-    from fuzzer.features import derivatives_exact
+    from fuzzer.ir.features import derivatives_exact
 
     # the seed saves the output it ignores the grad of: its declared second derivative is not the true one
     assert not derivatives_exact(seed_case)
@@ -302,8 +303,8 @@ def test_torch_fx_generated_code_is_released_after_a_case() -> None:
 def test_one_exec_per_case_judges_every_oracle_as_its_own_script_does() -> None:
     """NOTE [one exec per case]: Judge.all runs the oracles of a case from one script, side A once;
     every verdict, reason and error fingerprint is the one the oracle's own script gives."""
-    from fuzzer.oracles import applicable
-    from fuzzer.worker import Decoder
+    from fuzzer.gen.streams import Decoder
+    from fuzzer.ir.oracles import applicable
 
     decoder, judge = Decoder(8, {"max_depth": 2}), Judge()
     multi = 0

@@ -13,14 +13,15 @@ import pytest
 import torch
 from conftest import DATA, ROOT
 
-from fuzzer.ablate import without
-from fuzzer.bisect import BisectError, bisect
-from fuzzer.case import Case, dumps, load
 from fuzzer.cli import main
-from fuzzer.corpus import add_findings, load_corpus, load_entry, version_tuple, write_entry
-from fuzzer.render import render
-from fuzzer.replay import InProcess, Worker, change_of
-from fuzzer.shrink import Shrinker, case_runner, goal_of
+from fuzzer.codegen.render import render
+from fuzzer.history.corpus import add_findings, load_corpus, load_entry, version_tuple, write_entry
+from fuzzer.history.replay import InProcess, Worker, change_of
+from fuzzer.history.torch_bisect import BisectError, bisect
+from fuzzer.ir.case import Case
+from fuzzer.ir.serde import dumps, load
+from fuzzer.triage.ablate import without
+from fuzzer.triage.shrink import Shrinker, case_runner, goal_of
 
 THIS_TORCH = ".".join(map(str, version_tuple(torch.__version__)))
 

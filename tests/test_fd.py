@@ -1,4 +1,4 @@
-"""The finite-difference twins (fuzzer/repro_fd.py) compute what torch.func computes, on plain smooth
+"""The finite-difference twins (fuzzer/codegen/repro_fd.py) compute what torch.func computes, on plain smooth
 functions where the analytic derivatives are trustworthy.
 
 Tolerances: rtol = atol = 1e-4 throughout, including 3 nested levels. With eps = 1e-3 the truncation error is
@@ -16,8 +16,8 @@ import pytest
 import torch
 from torch.func import grad, hessian, jacfwd, jacrev, jvp, vjp, vmap
 
-import fuzzer.repro_fd as repro_fd
-from fuzzer.repro_fd import fd_grad, fd_hessian, fd_jac, fd_jvp, fd_vjp
+import fuzzer.codegen.repro_fd as repro_fd
+from fuzzer.codegen.repro_fd import fd_grad, fd_hessian, fd_jac, fd_jvp, fd_vjp
 
 # torch.func's forward mode (jvp, jacfwd, hessian) loads jvp decompositions through torch.jit.script, which
 # warns on import in torch 2.13; that is torch's own noise, not this code's.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fuzzer.forkserver import ForkServer
+from fuzzer.publish.forkserver import ForkServer
 
 
 def test_exit_codes_output_and_isolation(tmp_path: Path) -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from fuzzer.campaign import Campaign, CampaignConfig
-from fuzzer.case import Case
-from fuzzer.execute import run_case, run_source
-from fuzzer.render import render
+from fuzzer.campaign.driver import Campaign, CampaignConfig
+from fuzzer.codegen.render import render
+from fuzzer.ir.case import Case
+from fuzzer.judge.execute import run_case, run_source
 
 
 def test_timeout_turns_a_case_into_a_hang(planted_case: Case) -> None:

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch.func import grad, jacrev, vmap
 
-from fuzzer.repro_lib import autograd_grad, jacrev_loop, summed, vmap_loop
+from fuzzer.codegen.repro_lib import autograd_grad, jacrev_loop, summed, vmap_loop
 
 
 def g(x, y):
@@ -64,7 +64,7 @@ def test_independent_input_gives_zeros_like_torch_func() -> None:
 
 @pytest.mark.parametrize("name", ["grad", "jacrev", "jacfwd", "hessian", "vjp", "jvp", "linearize"])
 def test_tuple_argnums_twins_match_torch_func(name: str) -> None:
-    from fuzzer.repro_lib import autograd_grads, jacfwd_dual, jvp_dual, jvp_ones, linearize_ones, vjp_ones
+    from fuzzer.codegen.repro_lib import autograd_grads, jacfwd_dual, jvp_dual, jvp_ones, linearize_ones, vjp_ones
 
     x = torch.linspace(-1, 1, 3, dtype=torch.float64)
     y = torch.linspace(0.5, 2, 3, dtype=torch.float64)

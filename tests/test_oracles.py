@@ -7,12 +7,12 @@ from dataclasses import replace
 import pytest
 import torch
 
-import fuzzer.repro_lib as lib
-from fuzzer.case import Case, Transform
-from fuzzer.execute import run_case
-from fuzzer.judge import Judge
-from fuzzer.oracles import ORACLES, alternate_stack, applicable
-from fuzzer.repro_fd import fd_grad, fd_jac
+import fuzzer.codegen.repro_lib as lib
+from fuzzer.codegen.repro_fd import fd_grad, fd_jac
+from fuzzer.ir.case import Case, Transform
+from fuzzer.ir.oracles import ORACLES, alternate_stack, applicable
+from fuzzer.judge.execute import run_case
+from fuzzer.judge.judge import Judge
 
 
 def _with_stack(case: Case, *names: str) -> Case:

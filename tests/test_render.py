@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, run_script
 
-from fuzzer.case import Case
-from fuzzer.render import render
+from fuzzer.codegen.render import render
+from fuzzer.ir.case import Case
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "seed_repro.py"
 
@@ -57,9 +57,9 @@ def test_repro_imports_only_torch(planted_case: Case, style: str) -> None:
 
 def test_ir_strategies_and_render_stay_torch_free() -> None:
     code = (
-        "import sys; import fuzzer.case, fuzzer.features, fuzzer.render, fuzzer.ablate, strategies; "
+        "import sys; import fuzzer.ir.case, fuzzer.ir.features, fuzzer.codegen.render, fuzzer.triage.ablate, strategies; "
         "from strategies import cases; from hypothesis import find; "
-        "from fuzzer.render import render; render(find(cases(), lambda c: True)); "
+        "from fuzzer.codegen.render import render; render(find(cases(), lambda c: True)); "
         "assert 'torch' not in sys.modules, 'torch was imported'"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
@@ -70,9 +70,9 @@ def test_scripts_compiled_block_by_block_run_as_the_whole_script() -> None:
     """NOTE [compiling rendered scripts]: reusing compiled blocks changes nothing a script computes."""
     import warnings
 
-    from fuzzer.execute import _compiled, run_source
-    from fuzzer.oracles import applicable
-    from fuzzer.worker import Decoder
+    from fuzzer.gen.streams import Decoder
+    from fuzzer.ir.oracles import applicable
+    from fuzzer.judge.execute import _compiled, run_source
 
     decoder = Decoder(4, {"max_depth": 2})
     checked = 0

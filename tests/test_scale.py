@@ -15,13 +15,15 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 
-from fuzzer.campaign import Campaign, CampaignConfig
-from fuzzer.case import TRANSFORMS
+from fuzzer.campaign.driver import Campaign, CampaignConfig
+from fuzzer.campaign.protocol import Fuzz, WorkerInit
+from fuzzer.campaign.worker import Worker
 from fuzzer.cli import main
-from fuzzer.coverage import Coverage, Steering, cells
-from fuzzer.features import ALL_FEATURES, features
-from fuzzer.hypothesis_profile import campaign_settings
-from fuzzer.worker import GROUP, Decoder, Fuzz, Worker, WorkerInit, stream_buffer
+from fuzzer.gen.coverage import Coverage, Steering, cells
+from fuzzer.gen.profile import campaign_settings
+from fuzzer.gen.streams import GROUP, Decoder, stream_buffer
+from fuzzer.ir.case import TRANSFORMS
+from fuzzer.ir.features import ALL_FEATURES, features
 
 ROOT = Path(__file__).resolve().parent.parent
 EVENTS = {"start", "stop", "new_bucket", "crash", "hang", "worker_restart"}
@@ -289,7 +291,7 @@ def test_campaigns_use_their_own_hypothesis_profile_even_on_ci() -> None:
     CI is set, and it derandomizes), decoding and shrinking run under the campaign profile."""
     from hypothesis import settings
 
-    from fuzzer.hypothesis_profile import campaign_settings
+    from fuzzer.gen.profile import campaign_settings
 
     current = settings._current_profile  # restored below
     settings.load_profile("ci")

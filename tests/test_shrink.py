@@ -16,12 +16,13 @@ import pytest
 from conftest import run_script
 from hypothesis import given
 
-from fuzzer.case import Case, FDef, FunctionDef, Inputs, Node, Output, Transform, validate
-from fuzzer.findings import repro_lines
-from fuzzer.reduce import candidates, size
-from fuzzer.render import render
-from fuzzer.shrink import Goal, Shrinker, case_runner
-from fuzzer.signature import signature, skeleton
+from fuzzer.codegen.render import render
+from fuzzer.ir.case import Case, FDef, FunctionDef, Inputs, Node, Output, Transform
+from fuzzer.ir.validate import validate
+from fuzzer.publish.findings import repro_lines
+from fuzzer.triage.reduce import candidates, size
+from fuzzer.triage.shrink import Goal, Shrinker, case_runner
+from fuzzer.triage.signature import signature, skeleton
 from strategies import cases
 
 

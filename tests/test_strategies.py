@@ -8,9 +8,11 @@ import pytest
 from hypothesis import find, given, settings
 from hypothesis.errors import InvalidArgument
 
-from fuzzer.case import FUNCTORCH_TRANSFORMS, MAX_MAGNITUDE, Case, batch_sizes, forward_bound, reference_cost, validate
-from fuzzer.features import ALL_FEATURES, RESERVED, features
-from fuzzer.render import render
+from fuzzer.codegen.render import render
+from fuzzer.ir.case import FUNCTORCH_TRANSFORMS, Case
+from fuzzer.ir.features import ALL_FEATURES, RESERVED, features
+from fuzzer.ir.shapes import MAX_MAGNITUDE, batch_sizes, forward_bound, reference_cost
+from fuzzer.ir.validate import validate
 from strategies import case_groups, cases, functions, tensor_values, transform_stacks
 
 

@@ -11,11 +11,12 @@ import pytest
 import torch
 from hypothesis import HealthCheck, assume, given, settings
 
-from fuzzer.case import Case, input_shapes
-from fuzzer.features import repeated_outputs
-from fuzzer.oracles import ORACLES, applicable
-from fuzzer.render import render
-from fuzzer.validity import not_applicable, sides
+from fuzzer.codegen.render import render
+from fuzzer.ir.case import Case
+from fuzzer.ir.features import repeated_outputs
+from fuzzer.ir.oracles import ORACLES, applicable
+from fuzzer.ir.shapes import input_shapes
+from fuzzer.ir.validity import not_applicable, sides
 from strategies import cases
 
 

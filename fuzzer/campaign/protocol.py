@@ -1,0 +1,111 @@
+"""The worker protocol (NOTE [worker protocol]): frozen messages between driver and worker."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..ir.case import Case
+from ..judge.execute import Outcome
+from ..triage.shrink import Goal
+from ..triage.signature import Signature
+
+
+@dataclass(frozen=True)
+class WorkerInit:
+    slot: int
+    seed: int
+    strategy_kwargs: dict[str, Any] = field(default_factory=dict)
+    case_timeout: float | None = 60.0
+    coverage: dict[str, Any] | None = None  # Coverage.to_json() the worker starts steering from
+    steer: bool = True
+    recycle_cases: int | None = None  # answer ``recycle`` after this many cases
+    max_rss_mb: float | None = None  # ... or once the process is larger than this
+    database: str | None = None  # Hypothesis example database directory (a cache; None: none)
+    subject: str = "torch"  # NOTE [valid comparisons]: what is under test
+
+
+#: (id, goal, skeleton) of each bucket, and (id, goal, None) of each full family (NOTE [bucket families]
+#: in :mod:`fuzzer.campaign.driver`): what a new finding is checked against before it is ablated.
+BucketList = tuple[tuple[str, Goal, tuple[str, ...] | None], ...]
+
+
+@dataclass(frozen=True)
+class Fuzz:
+    start: int  # first stream position
+    max_cases: int  # run at most this many cases
+    seconds: float  # stop starting new cases after this long
+    skip: frozenset[int] = frozenset()  # positions not to run (cases that killed a worker)
+    careful: bool = False  # no steering (re-running positions after a crash)
+    span: int | None = None  # look at most this many positions (1: exactly ``start``)
+    buckets: BucketList | None = None  # the campaign's buckets so far (None: as in the last command)
+
+
+@dataclass(frozen=True)
+class RawFinding:
+    """A finding as a worker saw it. ``raw``, ``case`` and ``outcome`` are None when this worker already
+    reported the same ``quick`` key (the driver counts it as a hit)."""
+
+    oracle: str
+    verdict: str
+    quick: str
+    fingerprint: str
+    stack: tuple[str, ...] = ()  # the case's transform skeleton (where the bucket was hit)
+    raw: Signature | None = None
+    case: Case | None = None
+    outcome: Outcome | None = None
+    same_as: str | None = None  # an existing bucket whose bug this is (checked without ablating)
+
+
+@dataclass(frozen=True)
+class CaseReport:
+    k: int
+    features: tuple[str, ...]
+    transforms: tuple[str, ...]
+    verdicts: tuple[tuple[str, str, str | None], ...]  # (oracle, verdict, limitation or not_applicable reason)
+    findings: tuple[RawFinding, ...] = ()
+    float32_noise: int = 0
+    internal_errors: tuple[str, ...] = ()
+    seconds: float = 0.0  # the whole case: its oracles, float64 re-checks, ablation
+    torch_seconds: float = 0.0  # running the rendered scripts of the case's oracles once each
+    triage_seconds: float = 0.0  # of ``seconds``: telling a new finding's bug (ablation, known-bucket checks)
+    generate_seconds: float = 0.0  # decoding it (and the draws steering skipped before it)
+
+
+@dataclass(frozen=True)
+class FuzzResult:
+    reports: tuple[CaseReport, ...]
+    next: int  # the first stream position not yet drawn
+    skipped: int = 0  # draws steering did not run
+    invalid: int = 0  # buffers that decoded to no case
+    recycle: str | None = None  # why the worker asks to be replaced
+    rss_mb: float = 0.0
+
+
+@dataclass(frozen=True)
+class Job:
+    """Shrink a new finding (NOTE [shrinking]) unless an existing bucket already shows its bug."""
+
+    id: str  # the raw signature id
+    goal: Goal
+    case: Case
+    buffer: bytes | None
+    budget: int
+    buckets: BucketList = ()  # (id, goal, skeleton) of buckets so far
+    position: int = 0  # the case's stream position (which entry of the buffer's group it is)
+
+
+@dataclass(frozen=True)
+class JobResult:
+    id: str
+    same_as: str | None = None  # the bucket whose bug this is
+    case: Case | None = None  # the shrunk case
+    outcome: Outcome | None = None  # of the shrunk case
+    info: dict[str, Any] = field(default_factory=dict)  # runs, seconds, steps, exhausted
+    triage: tuple[str, str] | None = None  # (label, detail) for a value_mismatch
+    error: str | None = None  # the job failed (traceback); the finding is published unshrunk
+    seconds: float = 0.0
+
+
+Beat = Callable[[tuple[str, Any]], None]

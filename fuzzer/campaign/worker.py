@@ -1,0 +1,292 @@
+"""What a fuzz worker does: draw cases from its stream, run them under every oracle, classify, ablate
+new findings; and, when the driver asks, shrink a finding (a *job*).
+
+The same :class:`Worker` runs in the driver's own process (``--workers 0``), in a local worker process
+(:mod:`fuzzer.campaign.transport`) or in a Ray actor; it never writes under OUT (the driver is the only writer).
+
+NOTE [worker streams]
+Slot ``w`` of a campaign with seed ``S`` draws its cases from its own stream, in groups of
+:data:`GROUP` (NOTE [case groups] in :mod:`strategies.cases`): case ``k`` is entry ``k % GROUP`` of the
+group decoded (Hypothesis's ``fuzz_one_input``, NOTE [driving Hypothesis] in :mod:`fuzzer.campaign.driver`)
+from the bytes of ``random.Random(f"{S}/{w}/{k - k % GROUP}")``; an entry that is None is a position
+that decodes to no case, as a buffer Hypothesis rejects. A position is a complete name for a case: a restarted or
+resumed worker continues its slot's stream at the first position the driver has no report for, a
+crash is attributed to ``(w, k)``, and ``bench/`` regenerates the cases of a run without running it.
+Steering (NOTE [steering] in :mod:`fuzzer.gen.coverage`) may skip a position; it decides from the counts the
+worker started from and the cases it ran itself, so one worker's run with one seed repeats exactly.
+
+NOTE [worker protocol]
+The driver sends a worker one command at a time: :class:`Fuzz` (run cases from a position for up to
+some seconds or cases) or :class:`Job` (shrink one new finding). While working, the worker calls
+``beat(what)`` before every case run (``("case", k)`` for a drawn case, ``("job", id)`` in a job); a
+local worker process forwards each beat to the driver, which is how the driver knows which case was
+running when a process died or went silent (a hang that SIGALRM could not interrupt). The answer,
+:class:`FuzzResult` or :class:`JobResult`, comes when the command is done, so a worker that dies loses
+the reports of the command it was running: the driver re-runs that command from its first position,
+skipping the case that killed the worker.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from dataclasses import replace
+from typing import Any
+
+from ..codegen.render import render
+from ..gen.coverage import Coverage, Steering
+from ..gen.streams import Decoder
+from ..ir.case import Case
+from ..ir.features import features
+from ..ir.oracles import applicable
+from ..ir.verdicts import ERROR_VERDICTS, FINDING_VERDICTS
+from ..judge.execute import Outcome, triage_source
+from ..judge.judge import Judge, Judgement
+from ..triage.reduce import is_subsequence, to_skeleton
+from ..triage.shrink import Goal, Shrinker
+from ..triage.signature import Signature, signature, skeleton
+from .protocol import Beat, BucketList, CaseReport, Fuzz, FuzzResult, Job, JobResult, RawFinding, WorkerInit
+
+
+def quick_key(verdict: str, oracle: str, case: Case, fp: str) -> str:
+    """NOTE [signature memo]: what makes two occurrences the same bug without ablating again."""
+    return f"{verdict}|{oracle}|{'>'.join(skeleton(case))}|{'+'.join(features(case))}|{fp}"
+
+
+def rss_mb(pid: int | str = "self") -> float:
+    """Resident set size of a process in MiB (Linux ``/proc``; 0.0 where it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/statm", encoding="ascii") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+class Worker:
+    def __init__(self, init: WorkerInit, beat: Beat | None = None) -> None:
+        self.init = init
+        self.beat: Beat = beat or (lambda what: None)
+        self._judge = Judge(timeout=init.case_timeout, subject=init.subject)
+        self.decoder = Decoder(init.seed, init.strategy_kwargs, init.database)
+        self.coverage = Coverage.from_json(init.coverage) if init.coverage else Coverage()
+        self.steering = Steering(self.coverage, seed=f"{init.seed}/{init.slot}") if init.steer else None
+        self.cases_run = 0
+        self._seen: set[str] = set()  # quick keys this worker reported in full
+        self._error_keys: set[str] = set()  # error bucket ids this worker reported in full
+        self.buckets: BucketList = ()
+        self._current: tuple[str, Any] = ("idle", None)  # what a beat reports (NOTE [worker protocol])
+        self._timed_out = False  # a case hit the per-case timer (NOTE [interrupted cases])
+
+    def draw(self, k: int) -> Case | None:
+        """Case ``k`` of this worker's stream (None when its bytes decode to no case)."""
+        return self.decoder.draw(self.init.slot, k)
+
+    def handle(self, command: Fuzz | Job) -> FuzzResult | JobResult:
+        return self.fuzz(command) if isinstance(command, Fuzz) else self.job(command)
+
+    def fuzz(self, cmd: Fuzz) -> FuzzResult:
+        if cmd.buckets is not None:
+            self.buckets = cmd.buckets
+        deadline = time.monotonic() + cmd.seconds
+        reports: list[CaseReport] = []
+        k, skipped, invalid, generate = cmd.start, 0, 0, 0.0
+        recycle = None
+        while len(reports) < cmd.max_cases and (not reports or time.monotonic() < deadline):
+            if cmd.span is not None and k - cmd.start >= cmd.span:
+                break
+            pos = k
+            k += 1
+            if pos in cmd.skip:
+                continue
+            t0 = time.perf_counter()
+            case = self.draw(pos)
+            if case is None:
+                invalid += 1
+                generate += time.perf_counter() - t0
+                continue
+            tags, names = features(case), tuple(t.name for t in case.transforms)
+            if self.steering is not None and not cmd.careful and not self.steering.accept(tags, names):
+                skipped += 1
+                generate += time.perf_counter() - t0
+                continue
+            generate += time.perf_counter() - t0
+            self._current = ("case", pos)
+            report = self.run(case, pos)
+            reports.append(replace(report, generate_seconds=generate))
+            generate = 0.0
+            self.coverage.add(tags, names)
+            self.cases_run += 1
+            recycle = self._recycle()
+            if recycle:
+                break
+        return FuzzResult(tuple(reports), k, skipped, invalid, recycle, rss_mb())
+
+    def _recycle(self) -> str | None:
+        i = self.init
+        if self._timed_out:
+            return "recycled after a case timeout (NOTE [interrupted cases] in fuzzer.judge.execute)"
+        if i.recycle_cases is not None and self.cases_run >= i.recycle_cases:
+            return f"recycled after {self.cases_run} cases"
+        if i.max_rss_mb is not None:
+            rss = rss_mb()
+            if rss > i.max_rss_mb:
+                return f"recycled at {rss:.0f} MiB (over {i.max_rss_mb:.0f} MiB)"
+        return None
+
+    # ---------------------------------------------------------------------------------- running
+
+    def judge(self, case: Case, oracle: str) -> str:
+        return self.evaluate(case, oracle)[0]
+
+    def evaluate(self, case: Case, oracle: str) -> tuple[str, str]:
+        """(verdict, error fingerprint) of ``case`` under ``oracle``: what the shrinker keeps."""
+        self.beat(self._current)
+        try:
+            j = self._judge(case, oracle)
+        except Exception:  # noqa: BLE001
+            return "internal_error", ""
+        return j.verdict, j.fingerprint
+
+    def run(self, case: Case, k: int = -1) -> CaseReport:
+        """Run ``case`` under every oracle that applies (NOTE [oracles]) through the judge. Never raises:
+        an internal error is reported with its traceback."""
+        start = time.perf_counter()
+        verdicts: list[tuple[str, str, str | None]] = []
+        found: list[RawFinding] = []
+        errors: list[str] = []
+        noise = 0
+        torch_seconds = triage = 0.0
+        self.beat(self._current)
+        oracles = applicable(case)
+        try:  # NOTE [one exec per case]; a beat before each oracle (NOTE [worker protocol])
+            judgements: list[Judgement | None] = list(
+                self._judge.all(case, oracles, before=lambda o: self.beat(self._current))
+            )
+        except Exception:  # noqa: BLE001 (an internal error: judge the oracles one by one to see whose)
+            judgements = [None] * len(oracles)
+        for oracle, j in zip(oracles, judgements, strict=True):
+            try:
+                if j is None:
+                    self.beat(self._current)
+                    j = self._judge(case, oracle)
+                torch_seconds += j.seconds
+                noise += j.float32_noise
+                self._timed_out |= j.verdict == "hang"
+                verdicts.append((oracle, j.verdict, j.reason))
+                if j.verdict in FINDING_VERDICTS:
+                    assert j.outcome is not None
+                    t0 = time.perf_counter()
+                    found.append(self._finding(case, j.verdict, j.outcome, oracle, j.fingerprint))
+                    triage += time.perf_counter() - t0
+            except Exception:  # noqa: BLE001
+                errors.append(f"--- case {k} ({oracle})\n{traceback.format_exc()}")
+        return CaseReport(
+            k=k,
+            features=features(case),
+            transforms=tuple(t.name for t in case.transforms),
+            verdicts=tuple(verdicts),
+            findings=tuple(found),
+            float32_noise=noise,
+            internal_errors=tuple(errors),
+            seconds=time.perf_counter() - start,
+            torch_seconds=torch_seconds,
+            triage_seconds=triage,
+        )
+
+    def _finding(self, case: Case, verdict: str, outcome: Outcome, oracle: str, fp: str) -> RawFinding:
+        quick = quick_key(verdict, oracle, case, fp)
+        stack = skeleton(case)
+        if quick in self._seen:
+            return RawFinding(oracle, verdict, quick, fp, stack)
+        self._seen.add(quick)
+        if verdict in ERROR_VERDICTS:
+            # NOTE [error buckets]: the bucket is the error's fingerprint; known ones need no ablation
+            key = Signature(verdict, oracle, stack, (), fp).id
+            if key in self._error_keys or any(bucket_id == key for bucket_id, _, _ in self.buckets):
+                return RawFinding(oracle, verdict, quick, fp, stack, same_as=key)
+            self._error_keys.add(key)
+        else:
+            known = self._known_bucket(case, Goal(verdict, oracle, (), fp))
+            if known is not None:
+                return RawFinding(oracle, verdict, quick, fp, stack, same_as=known)
+        raw = signature(
+            case,
+            verdict,
+            lambda variant: self.judge(variant, oracle),
+            oracle=oracle,
+            error=fp if verdict in ERROR_VERDICTS else "",
+        )
+        return RawFinding(oracle, verdict, quick, fp, stack, raw, case, outcome)
+
+    def _known_bucket(self, case: Case, seen: Goal) -> str | None:
+        """NOTE [signature memo]: the first bucket whose bug ``case`` shows once its stack is cut to the
+        bucket's skeleton: same verdict, oracle and error fingerprint, and the bucket's essential
+        features present and still essential. A few runs (one per essential feature, plus one) instead
+        of ablating every feature of the case."""
+        tags, stack = set(features(case)), skeleton(case)
+        for bucket_id, goal, bucket_skeleton in self.buckets:
+            if (goal.verdict, goal.oracle, goal.fingerprint) != (seen.verdict, seen.oracle, seen.fingerprint):
+                continue
+            if not set(goal.features) <= tags:
+                continue
+            if bucket_skeleton is None:  # a family: its essential features, under any stack
+                cut: Case | None = case
+            elif not is_subsequence(bucket_skeleton, stack):
+                continue
+            else:
+                cut = to_skeleton(case, bucket_skeleton)
+            if cut is None:
+                continue
+            checker = Shrinker(goal, lambda c: self.evaluate(c, seen.oracle), budget=1 + len(goal.features))
+            if checker.same_bug(cut, full=False):
+                return bucket_id
+        return None
+
+    # ------------------------------------------------------------------------------------- jobs
+
+    def job(self, job: Job) -> JobResult:
+        start = time.monotonic()
+        try:
+            return self._job(job, start)
+        except Exception:  # noqa: BLE001 (a failed job publishes the finding unshrunk)
+            return JobResult(job.id, error=traceback.format_exc(), seconds=time.monotonic() - start)
+
+    def _job(self, job: Job, start: float) -> JobResult:
+        goal, case = job.goal, job.case
+
+        self._current = ("job", job.id)
+
+        def run(c: Case) -> tuple[str, str]:
+            return self.evaluate(c, goal.oracle)
+
+        # NOTE [signature memo]: a finding whose bug still shows once its stack is cut to an existing
+        # bucket's skeleton is a hit of that bucket, not a new one.
+        for bucket_id, bucket_goal, bucket_skeleton in job.buckets:
+            if bucket_skeleton is None or bucket_goal != goal or not is_subsequence(bucket_skeleton, skeleton(case)):
+                continue
+            cut = to_skeleton(case, bucket_skeleton)
+            if cut is not None and Shrinker(goal, run, budget=2 + len(features(case))).same_bug(cut):
+                return JobResult(job.id, same_as=bucket_id, seconds=time.monotonic() - start)
+        shrunk, info = case, {"runs": 0, "seconds": 0.0, "steps": [], "exhausted": False}
+        if job.budget > 0:
+            result = Shrinker(goal, run, budget=job.budget).shrink(
+                case, strategy=self.decoder.strategy(job.position), buffer=job.buffer
+            )
+            shrunk = result.case
+            info = {
+                "runs": result.runs,
+                "seconds": round(result.seconds, 3),
+                "steps": result.steps,
+                "exhausted": result.exhausted,
+            }
+        self.beat(("job", job.id))
+        outcome = self._judge(shrunk, goal.oracle).outcome
+        assert outcome is not None
+        triage = None
+        if goal.verdict == "value_mismatch":
+            label, detail = triage_source(render(shrunk, oracle=goal.oracle))
+            triage = (label, detail[:500])
+        return JobResult(
+            job.id, case=shrunk, outcome=outcome, info=info, triage=triage, seconds=time.monotonic() - start
+        )

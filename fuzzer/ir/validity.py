@@ -1,0 +1,212 @@
+"""Which comparisons are valid for a Function, and what each side of an oracle runs. Torch-free.
+
+NOTE [valid comparisons]
+When fuzzing, the system under test is torch: a disagreement is a finding only where PyTorch's
+documentation says the two sides must agree *for this Function*. A generated Function may define rules
+that disagree with each other on purpose (a backward that ignores a grad_output, returns None for an
+input, saves a detached tensor...). Two sides that reach the Function's derivative through *the same
+rules at every order* must agree whatever those rules say (that is how the seed's bug is found: both
+sides differentiate the same backward twice). Two sides that reach it through *different* rules may
+only be compared where those rules agree with each other. A side's *path* is the derivative mode of
+each derivative level acting on the Function, innermost first: ``R`` (reverse: grad, vjp, jacrev,
+autograd.grad, jacrev loops; hessian contributes ``R`` then ``F``), ``F`` (forward: jacfwd, jvp,
+linearize, dual tensors). The first order uses the Function's ``backward`` (R) or ``jvp`` (F); a higher
+order differentiates the formula of the rule below it.
+
+The jvp rule affuzz generates is derived from the same *declared* derivative as the backward,
+including its deliberately dropped terms (NOTE [declared derivative] in :mod:`fuzzer.codegen.render`), so the
+two agree by construction except where forward AD forbids it: an output that is an input returned
+as-is or a view must get a view of the input's tangent, which cannot drop the term the backward drops
+("aliased drop").
+
+    paths differ at    compares                     not applicable when (reason)
+    ---------------    --------                     --------------------------------------------------
+    any              the Function breaks a documented a tensor stored directly on ctx ("Tensors should
+                     rule                            not be stored directly on ctx", Function.setup_context
+                                                    docs, "to prevent incorrect gradients")
+                                                    (tensor_saved_on_ctx)
+    any              the Function contradicts itself  the same tensor returned twice with one copy's grad
+                                                    ignored and the other's used: no single derivative
+                                                    (repeated_output_contradicts)
+    (same path)        nothing the Function decides -
+    any, one side      the hand-written vmap rule vs    the rule stacks per-sample outputs anew, losing the
+    vmapping the Fn    forward                          aliasing of a repeated output or a view of an
+                                                    output, and f modifies an output in place
+                                                    (vmap_rule_loses_aliasing)
+    order 1            backward vs jvp              an aliased drop on an output f uses
+                                                    (backward_vs_jvp_first_order); f doubles an output
+                                                    in place under no_grad, which forward AD sees and
+                                                    reverse mode does not (inplace_under_no_grad);
+                       and, with a higher order,    backward not differentiable as declared: detached
+                       R/F over backward vs R/F     or no_grad-recomputed saved tensors, once_differen-
+                       over jvp                     tiable, a saved output whose declared derivative
+                                                    is not its true one (backward_second_order)
+    order >= 2         R over backward vs F over    once_differentiable (R raises, F does not); a saved
+                       backward (or over jvp)       output with an aliased drop (its tangent from jvp is
+                                                    not its gradient from backward); in-place under
+                                                    no_grad (backward_r_vs_f)
+
+The vmap rules the generator draws agree with forward by construction (``custom`` applies the Function
+per sample; ``generate`` is torch's own). The planted ``custom_wrong`` rule is never drawn: it is the
+test suite's stand-in for a torch bug (a vmap that returns wrong values), so it is judged like one.
+
+A comparison that is not applicable is not run and is counted as ``not_applicable`` with its reason.
+When the Function itself is under test (``affuzz check``; ``subject="function"``), every comparison
+runs and a disagreement of the rules is the Function's finding.
+
+The known-limitations registry is applied per side by what that side actually runs (:class:`SideInfo`):
+a side that runs torch.func vmap (or jacrev/jacfwd/hessian, which vmap) on a Function without a vmap
+rule may raise "does not have vmap support"; a side with forward AD on a Function without jvp may raise
+"must implement the jvp function"; a side under torch.func may reject a legacy forward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .case import Case, FunctionDef, Transform
+from .oracles import MAIN, alternate_stack
+
+_R = ("grad", "vjp", "jacrev", "autograd_grad")
+_F = ("jacfwd", "jvp", "linearize")
+#: torch.func transforms that run the Function under vmap (directly or through their own vmap).
+_VMAPS = ("vmap", "jacrev", "jacfwd", "hessian")
+REASONS = (
+    "tensor_saved_on_ctx",
+    "repeated_output_contradicts",
+    "vmap_rule_loses_aliasing",
+    "backward_vs_jvp_first_order",
+    "inplace_under_no_grad",
+    "backward_second_order",
+    "backward_r_vs_f",
+)
+
+
+@dataclass(frozen=True)
+class SideInfo:
+    """What one side of an oracle runs: its path (NOTE [valid comparisons]) and the machinery it uses."""
+
+    path: tuple[str, ...]  # derivative modes acting on the Function, innermost first
+    functorch: bool  # some level is a torch.func transform
+    vmap: bool  # the Function runs under torch.func vmap (vmap, jacrev, jacfwd, hessian)
+    forward_ad: bool  # some level uses forward-mode AD
+    linearize_nested: bool = False  # torch.func.linearize with a vmap-ing or forward-mode level around or in it
+
+
+def _path(transforms: tuple[Transform, ...], *, create_graph: bool = False) -> tuple[str, ...]:
+    out: list[str] = []
+    for t in reversed(transforms):
+        if t.name in _R:
+            out.append("R")
+        elif t.name in _F:
+            out.append("F")
+        elif t.name == "hessian":
+            out += ["R", "R"] if create_graph else ["R", "F"]
+    return tuple(out)
+
+
+def _functorch_side(transforms: tuple[Transform, ...], *, loops: bool = False) -> SideInfo:
+    names = [t.name for t in transforms]
+    others = [n for n in names if n != "linearize" and not (loops and n == "vmap")]
+    return SideInfo(
+        path=_path(transforms),
+        functorch=any(n not in ("autograd_grad",) and not (loops and n == "vmap") for n in names),
+        vmap=any(n in _VMAPS and not (loops and n == "vmap") for n in names),
+        forward_ad=any(n in _F or n == "hessian" for n in names),
+        linearize_nested="linearize" in names and any(n in _VMAPS or n in _F for n in others),
+    )
+
+
+def sides(case: Case, oracle: str) -> tuple[SideInfo, SideInfo]:
+    """(side A, side B) of ``oracle`` on ``case`` (side A is always the case's stack under torch.func)."""
+    a = _functorch_side(case.transforms)
+    if oracle == MAIN:
+        path = _path(case.transforms, create_graph=True)
+        b = SideInfo(path, False, False, "F" in path)
+    elif oracle == "vmap_vs_loop":
+        b = _functorch_side(case.transforms, loops=True)
+    else:
+        alt = alternate_stack(case, oracle)
+        b = _functorch_side(alt if alt is not None else case.transforms)
+    return a, b
+
+
+# ------------------------------------------------------------------------------- the Function
+
+
+def aliased_drops(fn: FunctionDef) -> set[int]:
+    """Outputs whose declared derivative the jvp rule cannot share with the backward: an input returned
+    as-is, or a view, whose grad the backward drops (unused grad_output, or None for its input)."""
+    out = set()
+    for j, o in enumerate(fn.outputs):
+        if o.kind == "node" or j in fn.non_differentiable:
+            continue
+        dropped = j in fn.unused_grads
+        if o.ref.startswith("x") and int(o.ref[1:]) in fn.none_grads:
+            dropped = True
+        if dropped:
+            out.add(j)
+    return out
+
+
+def _saved_outputs(fn: FunctionDef) -> set[int]:
+    return {int(r[1:]) for r in fn.saved if r.startswith("o")}
+
+
+def backward_second_order_issues(fn: FunctionDef) -> list[str]:
+    """Why differentiating the backward's formula does not give the derivative of the declared first
+    derivative (empty when it does)."""
+    why = []
+    if fn.detached:
+        why.append("detached saved tensor")
+    if any(r.startswith("t") for r in fn.saved):
+        why.append("saved intermediate (recomputed without grad)")
+    if fn.style == "legacy":
+        why.append("legacy forward (runs without grad)")
+    if fn.once_differentiable:
+        why.append("once_differentiable")
+    saved_out = _saved_outputs(fn)
+    if saved_out & (set(fn.unused_grads) | set(fn.non_differentiable)):
+        why.append("saved output whose grad backward drops")
+    if saved_out and fn.none_grads:
+        why.append("saved output of a Function that returns None grads")
+    if fn.dirty:
+        why.append("mark_dirty")
+    return why
+
+
+def rule_conflict(case: Case, a: SideInfo, b: SideInfo) -> str | None:
+    """The reason two sides may see different rules of ``case``'s Function, or None (NOTE [valid
+    comparisons])."""
+    fn = case.function
+    if fn.on_ctx:
+        return "tensor_saved_on_ctx"
+    refs = [o.ref for o in fn.outputs if o.kind in ("node", "input")]
+    for ref in set(refs):
+        copies = [j for j, o in enumerate(fn.outputs) if o.kind in ("node", "input") and o.ref == ref]
+        if len(copies) > 1 and 0 < len(set(copies) & set(fn.unused_grads)) < len(copies):
+            return "repeated_output_contradicts"
+    if fn.vmap_rule == "custom" and case.f.inplace and a.vmap != b.vmap:
+        views_of_outputs = any(o.kind == "view" and o.ref.startswith("t") for o in fn.outputs)
+        if len(refs) != len(set(refs)) or views_of_outputs:
+            return "vmap_rule_loses_aliasing"
+    if a.path == b.path:
+        return None
+    first = next((i for i, (p, q) in enumerate(zip(a.path, b.path, strict=False)) if p != q), 0)
+    if case.f.inplace and case.f.inplace_no_grad:
+        return "inplace_under_no_grad"
+    if first == 0:
+        if aliased_drops(fn) & set(case.f.uses):
+            return "backward_vs_jvp_first_order"
+        if max(len(a.path), len(b.path)) > 1 and backward_second_order_issues(fn):
+            return "backward_second_order"
+        return None
+    if a.path[0] == "R" and (fn.once_differentiable or aliased_drops(fn) & _saved_outputs(fn)):
+        return "backward_r_vs_f"
+    return None
+
+
+def not_applicable(case: Case, oracle: str) -> str | None:
+    """Why ``oracle`` must not be run on ``case`` when torch is under test, or None."""
+    a, b = sides(case, oracle)
+    return rule_conflict(case, a, b)

@@ -1,0 +1,159 @@
+"""From the script's raw verdict to affuzz's verdict: the known-limitations registry, applied per side.
+
+The rendered script decides ``consistent`` / ``value_mismatch`` / ``structure_mismatch`` /
+``error_functorch_only`` / ``error_reference_only`` / ``different_errors`` / ``torch_bug_error`` /
+``nonfinite`` by itself (``torch.testing.assert_close`` tolerances for the dtype; two errors agree only
+with the same type and message; an error PyTorch calls a bug is always ``torch_bug_error``). Here, an
+error explained by a documented limitation (``known_limitations.json``: name, regex on the message, the
+conditions under which the documentation says it happens, docs link) is explained *for the side that
+raised it*, and only where the conditions hold for that Function and for what that side runs
+(:class:`fuzzer.ir.validity.SideInfo`). A pair is ``expected`` only when every side that raised is
+explained; otherwise the unexplained errors are the finding, and their fingerprints bucket it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..ir.case import Case
+from ..ir.dataflow import value_provided_by_saved
+from ..ir.validity import SideInfo
+from ..ir.verdicts import ERROR_VERDICTS
+from .execute import Outcome, Side
+
+#: The closed vocabulary of a limitation's ``requires``: conditions on the side and on the Function.
+CONDITIONS = (
+    "side_functorch",
+    "side_vmap",
+    "side_forward_ad",
+    "no_vmap_rule",
+    "no_jvp_rule",
+    "legacy_forward",
+    "saves_input_returned_as_is",
+    "f_modifies_output_in_place",
+    "side_linearize_nested",
+)
+DEFAULT_REGISTRY = Path(__file__).with_name("known_limitations.json")
+
+
+class RegistryError(ValueError):
+    pass
+
+
+def condition_holds(name: str, case: Case, side: SideInfo) -> bool:
+    fn = case.function
+    return {
+        "side_functorch": side.functorch,
+        "side_vmap": side.vmap,
+        "side_forward_ad": side.forward_ad,
+        "no_vmap_rule": fn.vmap_rule == "none",
+        "no_jvp_rule": not fn.jvp_rule,
+        "legacy_forward": fn.style == "legacy",
+        "saves_input_returned_as_is": saves_input_returned_as_is(case),
+        "f_modifies_output_in_place": bool(case.f.inplace),
+        "side_linearize_nested": side.linearize_nested,
+    }[name]
+
+
+def saves_input_returned_as_is(case: Case) -> bool:
+    """A setup_context-style Function that returns an input as-is and saves it (for backward, directly
+    or as that output, or for forward with a jvp rule, which saves every input)."""
+    fn = case.function
+    if fn.style != "setup_context":
+        return False
+    returned = {o.ref for o in fn.outputs if o.kind == "input"}
+    saved = {
+        value_provided_by_saved(fn, r)
+        for r in fn.saved
+        if not r.startswith("o") or fn.outputs[int(r[1:])].kind == "input"
+    }
+    return bool(returned & saved) or (bool(returned) and fn.jvp_rule)
+
+
+@dataclass(frozen=True)
+class Limitation:
+    name: str
+    requires: tuple[str, ...]
+    pattern: re.Pattern[str]
+    docs: str
+    issue: str | None = None
+
+    def explains(self, side: Side, info: SideInfo, case: Case) -> bool:
+        """Whether this limitation explains ``side``'s error: the message matches and every condition
+        the documentation names holds for this Function and for what this side runs."""
+        return (
+            not side.ok
+            and not side.torch_bug
+            and self.pattern.search(f"{side.error_type}: {side.error}") is not None
+            and all(condition_holds(c, case, info) for c in self.requires)
+        )
+
+
+def load_registry(path: Path | str = DEFAULT_REGISTRY) -> tuple[Limitation, ...]:
+    """Parse and check the registry; errors name the file and the entry."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise RegistryError(f"{path}: cannot read known limitations ({e})") from None
+    if not isinstance(data, dict) or data.get("schema_version") != 2 or not isinstance(data.get("limitations"), list):
+        raise RegistryError(f"{path}: expected {{'schema_version': 2, 'limitations': [...]}}")
+    out = []
+    for i, e in enumerate(data["limitations"]):
+        where = f"{path}: limitations[{i}]"
+        if not isinstance(e, dict) or not {"name", "requires", "pattern", "docs"} <= set(e):
+            raise RegistryError(f"{where}: needs name, requires, pattern and docs")
+        if not isinstance(e["requires"], list) or not e["requires"]:
+            raise RegistryError(f"{where}: requires must list at least one condition")
+        bad = [c for c in e["requires"] if c not in CONDITIONS]
+        if bad:
+            raise RegistryError(f"{where}: unknown condition(s) {bad} (known: {', '.join(CONDITIONS)})")
+        try:
+            pattern = re.compile(e["pattern"])
+        except re.error as err:
+            raise RegistryError(f"{where}: bad pattern ({err})") from None
+        out.append(Limitation(e["name"], tuple(e["requires"]), pattern, e["docs"], e.get("issue")))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Classified:
+    verdict: str
+    limitation: str | None  # the limitations that explain an ``expected`` pair
+    fingerprint: str  # NOTE [error buckets]: the unexplained (or torch-bug) errors, '' for value verdicts
+
+
+def classify(
+    outcome: Outcome, registry: tuple[Limitation, ...], case: Case, sides: tuple[SideInfo, SideInfo]
+) -> Classified:
+    """Classify the script's raw verdict: per side, by what that side runs (module docstring).
+
+    NOTE [error buckets]
+    An error finding's fingerprint (:attr:`Side.fingerprint`: type, first clause of the message with
+    numbers, bracketed details and class names ignored, the torch frame that raised) is that of the
+    first error no limitation explains, or that PyTorch calls a bug, side A (torch.func) before side B:
+    the error torch.func raised is the one to file, whatever the other side then did. It is the same
+    under every oracle, stack and verdict the error shows up in, so one torch error is one bucket
+    (:mod:`fuzzer.triage.signature`).
+    """
+    v = outcome.verdict
+    pairs = ((outcome.functorch, sides[0]), (outcome.reference, sides[1]))
+    if v == "torch_bug_error":
+        return Classified(v, None, next(s.fingerprint for s, _ in pairs if s.torch_bug))
+    if v not in ERROR_VERDICTS:
+        return Classified(v, None, "")
+    names: list[str] = []
+    unexplained: list[str] = []
+    for side, info in pairs:
+        if side.ok:
+            continue
+        hit = [lim.name for lim in registry if lim.explains(side, info, case)]
+        if hit:
+            names += hit
+        else:
+            unexplained.append(side.fingerprint)
+    if not unexplained:
+        return Classified("expected", "+".join(dict.fromkeys(names)), "")
+    return Classified(v, None, unexplained[0])

@@ -1,0 +1,297 @@
+"""Execute a case: render it, exec the script in a fresh namespace, and call its ``check()``.
+
+NOTE [the repro is what runs]
+The fuzzer never evaluates a case any other way: the verdict comes from the rendered script's own
+``check()``, run from the rendered source, so a verdict cannot depend on affuzz code that a repro lacks.
+The published ``repro.py`` is the same template ended in the seed's style (NOTE [repro styles] in
+:mod:`fuzzer.codegen.render`), and before a finding is reported that file is run in a fresh interpreter and
+must print the same verdict (:mod:`fuzzer.publish.findings`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import linecache
+import re
+import signal
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from types import CodeType
+from typing import Any
+
+from ..codegen.render import render
+from ..ir.case import Case
+from ..ir.oracles import MAIN
+
+
+@dataclass(frozen=True)
+class Side:
+    """What one mode produced: a value summary, or the error it raised (type, first message line, the
+    last torch frame it passed through, and whether PyTorch calls it a bug: the script's ``torch_bug``)."""
+
+    value: str | None
+    error_type: str | None
+    error: str | None
+    frame: str = ""
+    torch_bug: bool = False
+    key: str = ""  # the script's error_key(): type and first clause of the message, normalized
+
+    @property
+    def fingerprint(self) -> str:
+        """The error's key and the torch frame that raised it: what makes two errors one bug."""
+        if self.ok:
+            return ""
+        return f"{self.key or f'{self.error_type}: {self.error}'} @ {self.frame or '-'}"
+
+    @property
+    def ok(self) -> bool:
+        return self.error_type is None
+
+    def summary(self, limit: int = 300) -> str:
+        text = self.value if self.ok else f"{self.error_type}: {self.error}"
+        text = text or ""
+        return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@dataclass(frozen=True)
+class Outcome:
+    verdict: str  # the script's own verdict
+    functorch: Side
+    reference: Side
+    seconds: float
+
+
+def torch_frame(e: BaseException) -> str:
+    """``torch/<path>:<function>`` of the frame that raised ``e`` when it is torch's Python code; '' when
+    the innermost frame is the case's own code (an op it called raised from C++, and the message names
+    the op): the torch frames further out only say which transform called the case. (Read from the code
+    object: no source lines are looked up, so nothing enters ``linecache``.)"""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return ""
+    code = tb.tb_frame.f_code
+    path = code.co_filename.replace("\\", "/")
+    if "/torch/" not in path:
+        return ""
+    return f"torch/{path.rsplit('/torch/', 1)[1]}:{code.co_name}"
+
+
+def _side(result: Any, ns: dict[str, Any]) -> Side:
+    """A side's result as the script's ``outcome()`` gave it: a value, or the exception raised."""
+    if isinstance(result, BaseException):
+        msg = str(result).strip().splitlines()
+        bug, key = bool(ns["torch_bug"](result)), str(ns["error_key"](result))  # the script's own
+        return Side(None, type(result).__name__, msg[0] if msg else "", torch_frame(result), bug, key)
+    return Side(str(result), None, None)
+
+
+class CaseTimeout(BaseException):
+    """Raised by the per-case timer; a BaseException so the script's ``except Exception`` lets it through."""
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float | None) -> Iterator[None]:
+    """Interrupt the block after ``seconds`` (SIGALRM: main thread, POSIX); no limit when None."""
+    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def fire(signum: int, frame: Any) -> None:
+        raise CaseTimeout
+
+    previous = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+# NOTE [compiling rendered scripts]
+# Every rendered script repeats the same runtime functions (check, verdict, the create_graph twins...),
+# and compiling ~200 lines costs about as much as a small case's torch work. So a script is compiled as
+# its top-level blocks (split where a column-0 line follows two blank lines), and a block's code object
+# is reused once the same text has been seen before. Executing the blocks in order into one namespace
+# is executing the script: each block is whole top-level statements. Should a split ever fall inside a
+# string, that block does not compile and the whole script is compiled as one, as before.
+_BLOCKS = re.compile(r"\n\n\n(?=\S)")
+_CODE: dict[str, CodeType] = {}  # block text -> code, for blocks seen at least twice
+_SEEN: set[int] = set()  # hashes of blocks seen once (cleared when large)
+
+
+def _compiled(source: str, name: str) -> list[CodeType]:
+    codes = []
+    try:
+        for block in _BLOCKS.split(source):
+            code = _CODE.get(block)
+            if code is None:
+                code = compile(block, name, "exec")
+                key = hash(block)
+                if key in _SEEN and len(_CODE) < 2048:
+                    _CODE[block] = code
+                elif len(_SEEN) < 20_000:
+                    _SEEN.add(key)
+                else:
+                    _SEEN.clear()
+            codes.append(code)
+    except SyntaxError:
+        return [compile(source, name, "exec")]
+    return codes
+
+
+# NOTE [generated code and linecache]
+# torch.fx (linearize's make_fx, generate_vmap_rule's tracing on some versions) execs the code of every
+# graph it builds and registers it with ``linecache.lazycache`` under ``<eval_with_key>.N``, keeping a
+# copy of the graph module's globals alive with it, plus the source in ``torch.fx.graph_module._loader``.
+# Nothing ever removes them: a campaign's worker grew by megabytes a minute. After each case the
+# fuzzer drops them (a published repro runs in its own process and keeps them, for its tracebacks).
+def release_generated_code() -> None:
+    """Forget the source torch.fx registered for the graphs of the case just run."""
+    gm = sys.modules.get("torch.fx.graph_module")
+    cache = getattr(getattr(gm, "_loader", None), "eval_cache", None)
+    if isinstance(cache, dict) and cache:
+        cache.clear()
+        for key in [k for k in linecache.cache if isinstance(k, str) and k.startswith("<eval_with_key>")]:
+            linecache.cache.pop(key, None)
+
+
+def run_source(source: str, name: str = "<affuzz case>", *, timeout: float | None = None) -> Outcome:
+    """Exec ``source`` (a rendered repro) in a fresh namespace and run its ``check()``.
+
+    With ``timeout``, a case whose sides do not finish in time gets the verdict ``hang``; the side that
+    was still running is reported as a ``Timeout`` error.
+    """
+    return _run(source, (None,), name, timeout)[None]
+
+
+def run_case(case: Case, oracle: str = MAIN, *, timeout: float | None = None) -> Outcome:
+    return run_source(render(case, oracle=oracle), timeout=timeout)
+
+
+def run_oracles(
+    case: Case,
+    oracles: tuple[str, ...],
+    *,
+    timeout: float | None = None,
+    before: Callable[[str], None] | None = None,
+) -> dict[str, Outcome]:
+    """NOTE [one exec per case]: the outcome of ``case`` under each of ``oracles``, from one script that
+    defines the Function once and runs side A once (``timeout`` applies to each oracle; ``before(o)`` is
+    called before oracle ``o`` runs)."""
+    source = render(case, oracle=oracles[0], also=oracles[1:])
+    return _run(source, oracles, "<affuzz case>", timeout, before)  # type: ignore[return-value,arg-type]
+
+
+def _run(
+    source: str,
+    oracles: tuple[str | None, ...],
+    name: str,
+    timeout: float | None,
+    before: Callable[[str | None], None] | None = None,
+) -> dict[str | None, Outcome]:
+    codes = _compiled(source, name)  # NOTE [compiling rendered scripts]
+    ns: dict[str, Any] = {"__name__": "affuzz_case"}
+    results: dict[str | None, Outcome] = {}
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        # torch's own deprecation and tracing warnings (e.g. linearize's make_fx) would flood a campaign
+        warnings.simplefilter("ignore")
+        try:
+            for code in codes:
+                exec(code, ns)  # noqa: S102 (rendered from the closed IR vocabulary only)
+            a_known: tuple[Any, ...] = ()
+            for i, oracle in enumerate(oracles):
+                if before is not None:
+                    before(oracle)
+                side_b = ns.get("ORACLE_SIDES", {}).get(oracle)  # None: the script's own SIDES[1]
+                try:
+                    with _deadline(timeout):
+                        verdict, fc, ref = ns["check"](side_b, a_known)
+                except CaseTimeout:
+                    restore_torch_state()  # NOTE [interrupted cases]
+                    hang = _hang(ns, timeout)
+                    if not a_known:  # side A itself hung: it would hang under every oracle
+                        return {**results, **dict.fromkeys(oracles[i:], hang)}
+                    results[oracle] = hang
+                    start = time.perf_counter()
+                    continue
+                seconds, start = time.perf_counter() - start, time.perf_counter()
+                if verdict == "nonfinite":  # decided by f alone: the same under every oracle
+                    return {**results, **dict.fromkeys(oracles[i:], Outcome(verdict, _AGREE, _AGREE, seconds))}
+                a_known = (fc,)
+                if verdict == "consistent" and not isinstance(fc, BaseException):
+                    # nobody reads an agreeing value (and a tensor's repr costs about as much as a small case)
+                    results[oracle] = Outcome(verdict, _AGREE, _AGREE, seconds)
+                else:
+                    results[oracle] = Outcome(verdict, _side(fc, ns), _side(ref, ns), seconds)
+        finally:
+            release_generated_code()  # NOTE [generated code and linecache]
+    return results
+
+
+_AGREE = Side("", None, None)
+
+
+# NOTE [interrupted cases]
+# The per-case timer raises CaseTimeout wherever the case happens to be, possibly inside a context
+# manager's enter or exit in torch (``torch.no_grad()`` in ``finite_forward``, a forward-AD dual level, a
+# torch.func level), so the global state it was restoring stays changed: after a 0.1 ms limit the next
+# case ran with grad mode off and computed wrong derivatives. After a timeout the state every case
+# starts from is put back: grad mode on, no forward-AD dual level, no torch.func level. A worker also
+# asks to be replaced after a hang (NOTE [worker protocol]), for state this cannot see.
+def restore_torch_state() -> None:
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    torch.set_grad_enabled(True)
+    fwd = torch.autograd.forward_ad
+    while getattr(fwd, "_current_level", -1) >= 0:
+        fwd.exit_dual_level()
+    functorch = getattr(torch._C, "_functorch", None)
+    depth = getattr(functorch, "get_dynamic_layer_stack_depth", None)
+    undo = getattr(functorch, "pop_dynamic_layer_stack_and_undo_to_depth", None)
+    if depth is not None and undo is not None:
+        if depth() > 0:
+            undo(0)
+        return
+    peek = getattr(functorch, "peek_interpreter_stack", None)  # torch 2.0: no undo_to_depth
+    pop = getattr(functorch, "pop_dynamic_layer_stack", None)
+    while peek is not None and pop is not None and peek() is not None:
+        pop()
+
+
+def _hang(ns: dict[str, Any], timeout: float | None) -> Outcome:
+    """A ``hang`` outcome: the side still running when the timer fired is the one that timed out."""
+    done = ns.get("SECONDS", {})
+    _, mode_a, _ = ns["SIDES"][0]
+    hung = Side(None, "Timeout", f"no result after {timeout} s")
+    finished = Side(f"finished in {done.get(mode_a.__name__, 0.0):.3f} s", None, None)
+    a_done = mode_a.__name__ in done
+    return Outcome(
+        "hang", finished if a_done else hung, hung if a_done else Side("not run", None, None), timeout or 0.0
+    )
+
+
+TRIAGE_LABELS = ("functorch_wrong", "reference_wrong", "both_wrong", "undetermined")
+
+
+def triage_source(source: str, name: str = "<affuzz triage>") -> tuple[str, str]:
+    """Run a rendered repro's ``check()`` then its finite-difference ``triage()``: (label, detail).
+
+    Only meaningful for a value_mismatch; the label is one of :data:`TRIAGE_LABELS`.
+    """
+    ns: dict[str, Any] = {"__name__": "affuzz_case"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(source, name, "exec"), ns)  # noqa: S102
+        verdict, fc, ref = ns["check"]()
+        if verdict != "value_mismatch":
+            return "undetermined", f"the case gave {verdict} when re-run"
+        return ns["triage"](fc, ref)

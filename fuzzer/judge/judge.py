@@ -1,0 +1,110 @@
+"""The judge: the one place that runs a case under an oracle and decides its verdict.
+
+Every caller goes through :class:`Judge`: fuzzing (:mod:`fuzzer.campaign.worker`), ablation and signatures,
+shrinking (:func:`fuzzer.triage.shrink.case_runner`), replay in process and in replay workers. What it does,
+in order:
+
+1. NOTE [valid comparisons] (:mod:`fuzzer.ir.validity`): with torch under test, a comparison of rules the
+   Function itself makes disagree is not run: ``not_applicable`` with its reason.
+2. NOTE [the repro is what runs] (:mod:`fuzzer.judge.execute`): the rendered script's own ``check()``
+   decides the raw verdict (including ``nonfinite`` and ``torch_bug_error``).
+3. :func:`fuzzer.judge.compare.classify`: documented limitations per side; ``expected`` only when every
+   error is explained; error findings get the fingerprint that buckets them (NOTE [error buckets]).
+4. NOTE [float32 findings]: a float32 ``value_mismatch`` counts only if it persists in float64;
+   otherwise it is rounding noise (``consistent``, counted as ``float32_noise``). Nothing else is
+   re-checked: an error, a hang or a structure mismatch in float32 is a finding as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from ..ir.case import Case
+from ..ir.validity import SideInfo, rule_conflict, sides
+from .compare import Limitation, classify, load_registry
+from .execute import Outcome, run_oracles
+
+SUBJECTS = ("torch", "function")
+
+
+@dataclass(frozen=True)
+class Judgement:
+    verdict: str
+    oracle: str
+    reason: str | None = None  # limitation(s) for ``expected``, the reason for ``not_applicable``
+    fingerprint: str = ""  # NOTE [error buckets]
+    outcome: Outcome | None = None
+    float32_noise: bool = False
+
+    @property
+    def seconds(self) -> float:
+        return self.outcome.seconds if self.outcome is not None else 0.0
+
+
+class Judge:
+    """Runs and classifies cases. ``subject="torch"`` (fuzzing) skips comparisons of rules that
+    disagree by the Function's own definition; ``subject="function"`` (the Function is under test)
+    runs them all."""
+
+    def __init__(
+        self,
+        registry: tuple[Limitation, ...] | None = None,
+        *,
+        timeout: float | None = 60.0,
+        subject: str = "torch",
+    ) -> None:
+        if subject not in SUBJECTS:
+            raise ValueError(f"subject must be one of {SUBJECTS}, not {subject!r}")
+        self.registry = registry if registry is not None else load_registry()
+        self.timeout = timeout
+        self.subject = subject
+
+    def __call__(self, case: Case, oracle: str, *, recheck: bool = True) -> Judgement:
+        return self.all(case, (oracle,), recheck=recheck)[0]
+
+    def all(
+        self,
+        case: Case,
+        oracles: tuple[str, ...],
+        *,
+        before: Callable[[str], None] | None = None,
+        recheck: bool = True,
+    ) -> list[Judgement]:
+        """The judgement of ``case`` under each of ``oracles``, every oracle that runs run from one script
+        (NOTE [one exec per case]): the Function is defined once and side A, the same under every
+        oracle, runs once. ``before(o)`` is called before oracle ``o`` runs."""
+        done: dict[str, Judgement] = {}
+        todo: list[tuple[str, tuple[SideInfo, SideInfo]]] = []
+        for oracle in oracles:
+            both = sides(case, oracle)
+            reason = rule_conflict(case, *both) if self.subject == "torch" else None
+            if reason is not None:
+                done[oracle] = Judgement("not_applicable", oracle, reason)
+            else:
+                todo.append((oracle, both))
+        if todo:
+            outcomes = run_oracles(case, tuple(o for o, _ in todo), timeout=self.timeout, before=before)
+            for oracle, both in todo:
+                done[oracle] = self._classify(case, oracle, both, outcomes[oracle], recheck)
+        return [done[o] for o in oracles]
+
+    def _classify(
+        self, case: Case, oracle: str, both: tuple[SideInfo, SideInfo], outcome: Outcome, recheck: bool
+    ) -> Judgement:
+        c = classify(outcome, self.registry, case, both)
+        if c.verdict == "value_mismatch" and recheck and case.inputs.dtype != "float64":
+            wide = replace(case, inputs=replace(case.inputs, dtype="float64"))
+            if self(wide, oracle, recheck=False).verdict == "consistent":
+                return Judgement("consistent", oracle, outcome=outcome, float32_noise=True)
+        return Judgement(c.verdict, oracle, c.limitation, c.fingerprint, outcome)
+
+
+def judgement_detail(j: Judgement) -> str:
+    """One line for a replay table: the reason of a quiet verdict, the error fingerprint or side A's
+    value of a finding."""
+    if j.verdict in ("expected", "not_applicable"):
+        return j.reason or ""
+    if j.verdict in ("consistent", "nonfinite") or j.outcome is None:
+        return ""
+    return j.fingerprint or f"functorch: {j.outcome.functorch.summary()}"

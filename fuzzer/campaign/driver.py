@@ -68,6 +68,7 @@ from typing import Any
 from ..gen.coverage import Coverage
 from ..gen.streams import Decoder, database_dir, stream_buffer
 from ..ir.case import TRANSFORMS, Case
+from ..ir.errors import AffuzzError
 from ..ir.features import ALL_FEATURES, features
 from ..ir.files import atomic_write_json
 from ..ir.oracles import MAIN
@@ -100,7 +101,7 @@ from .worker import rss_mb
 RAY_SPAN = 64
 
 
-class CampaignBusy(RuntimeError):
+class CampaignBusy(AffuzzError, RuntimeError):
     """Another driver holds OUT's lock."""
 
 

@@ -20,6 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ..ir.errors import AffuzzError
 from ..ir.serde import case_from_json, case_to_json
 from ..judge.execute import Outcome, Side
 from ..publish.findings import Finding
@@ -29,7 +30,7 @@ from ..triage.signature import Signature
 STATE_SCHEMA_VERSION = 1
 
 
-class StateError(ValueError):
+class StateError(AffuzzError, ValueError):
     """state.json cannot be used to resume (the message names the file and what to do)."""
 
 

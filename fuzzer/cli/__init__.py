@@ -14,13 +14,14 @@ from typing import Any, NoReturn
 
 from .. import __version__
 from ..codegen.render import SCRIPT_STYLES
+from ..ir.errors import AffuzzError
 from ..ir.oracles import MAIN, ORACLES
 from ..triage.shrink import DEFAULT_BUDGET
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 
-class UsageError(Exception):
+class UsageError(AffuzzError):
     """Bad input from the user: printed as one line, exit code 2."""
 
 

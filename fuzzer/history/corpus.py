@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..ir.case import Case, CaseError
+from ..ir.errors import AffuzzError
 from ..ir.files import atomic_write_json, atomic_write_text
 from ..ir.serde import dumps, loads
 
@@ -38,7 +39,7 @@ READABLE_META_VERSIONS = (1,)
 STATUS = re.compile(r"^(open|expected|fixed-in (\d+\.\d+\.\d+))$")
 
 
-class CorpusError(ValueError):
+class CorpusError(AffuzzError, ValueError):
     """One corpus entry (or file) cannot be used; ``str(err)`` names the path and the problem."""
 
 

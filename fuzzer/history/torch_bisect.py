@@ -16,12 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..ir.case import Case
+from ..ir.errors import AffuzzError
 from .corpus import version_tuple
 
 Evaluate = Callable[[str], tuple[str, str]]  # release -> (verdict, detail)
 
 
-class BisectError(ValueError):
+class BisectError(AffuzzError, ValueError):
     pass
 
 

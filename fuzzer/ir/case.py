@@ -27,6 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import AffuzzError
+
 SCHEMA_VERSION = 2
 #: Versions :func:`case_from_json` reads. Version 1 lacks the fields version 2 added, all of which have
 #: defaults that mean "not used", so a v1 case loads unchanged.
@@ -78,7 +80,7 @@ MAX_NDIM = 2
 _REF = re.compile(r"^([xto])(\d+)$")
 
 
-class CaseError(ValueError):
+class CaseError(AffuzzError, ValueError):
     """A case (usually loaded from JSON) is not valid. ``str(err)`` names the field and the problem."""
 
 

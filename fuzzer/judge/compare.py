@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..ir.case import Case
 from ..ir.dataflow import value_provided_by_saved
+from ..ir.errors import AffuzzError
 from ..ir.validity import SideInfo
 from ..ir.verdicts import ERROR_VERDICTS
 from .execute import Outcome, Side
@@ -39,7 +40,7 @@ CONDITIONS = (
 DEFAULT_REGISTRY = Path(__file__).with_name("known_limitations.json")
 
 
-class RegistryError(ValueError):
+class RegistryError(AffuzzError, ValueError):
     pass
 
 

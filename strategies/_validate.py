@@ -47,6 +47,8 @@ def ints(lo: int, hi: int) -> st.SearchStrategy[int]:
 
 
 BOOLS = st.booleans()
+#: True one draw in four (features that would crowd out the rest if drawn half the time).
+RARELY = st.integers(0, 3).map(lambda v: v == 3)
 
 
 def pick(draw: st.DrawFn, options: Sequence[T]) -> T:

@@ -20,8 +20,8 @@ from fuzzer.ir.case import DTYPES, FUNCTORCH_TRANSFORMS, STYLES, Case, FDef, Fun
 from fuzzer.ir.dataflow import repair_vmap_dims
 from fuzzer.ir.shapes import MAX_MAGNITUDE, forward_bound, input_shapes, numel, output_shapes, reference_cost
 
-from ._validate import BOOLS, check_int_range, check_subset, ints, pick
-from .functions import _rarely, functions
+from ._validate import BOOLS, RARELY, check_int_range, check_subset, ints, pick
+from .functions import functions
 from .inputs import tensor_values
 from .transforms import transform_stacks
 
@@ -191,7 +191,7 @@ def _group(
     combine = pick(draw, ("add", "sum"))
     if len({shapes[j] for j in uses}) > 1:
         combine = "sum"
-    inplace = tuple(j for j, o in enumerate(fn.outputs) if o.kind == "node" and draw(_rarely))
+    inplace = tuple(j for j, o in enumerate(fn.outputs) if o.kind == "node" and draw(RARELY))
     inplace_no_grad = bool(inplace) and draw(BOOLS)
     f = FDef(uses, combine, inplace, inplace_no_grad)
     group = [_variant(draw, fn, f, shape, stack, dtypes)]

@@ -45,7 +45,7 @@ from fuzzer.ir.case import (
 from fuzzer.ir.dataflow import prune, repair_saved, value_provided_by_saved
 from fuzzer.ir.shapes import numel
 
-from ._validate import BOOLS, check_int_range, check_subset, ints, pick
+from ._validate import BOOLS, RARELY, check_int_range, check_subset, ints, pick
 
 __all__ = ["functions", "views"]
 
@@ -55,7 +55,6 @@ OP_ORDER = ("pow", "mul", "add", "sin", "exp")
 _n_scalars = st.integers(0, 7).map(lambda v: 0 if v < 6 else v - 5)
 SCALAR_VALUES = (2.0, 0.5, -1.0, 3.0)
 #: Drawn 1 time in 4 at most: a Function whose backward returns None for an input is wrong on purpose.
-_rarely = st.integers(0, 3).map(lambda v: v == 3)
 
 
 @st.composite
@@ -191,27 +190,27 @@ def _function(
     # ignored, as the first copy's (NOTE [valid comparisons] in fuzzer/ir/validity.py).
     same = [(o.kind, o.ref) if o.kind != "view" else j for j, o in enumerate(outputs)]  # views are distinct
     unused = tuple(j for j, key in enumerate(same) if same.index(key) in unused)
-    nones = tuple(i for i in range(n_in) if draw(_rarely))
+    nones = tuple(i for i in range(n_in) if draw(RARELY))
     style = draw(style_st)
     rules = [r for r in vmap_rules if r == "none"] if style == "legacy" else list(vmap_rules)
     rule = draw(_vmap_rule_st(tuple(rules))) if rules else "none"
     jvp_rule = draw(BOOLS)
-    once = draw(_rarely)
-    materialize = not draw(_rarely)
+    once = draw(RARELY)
+    materialize = not draw(RARELY)
     refs = [o.ref for o in outputs]
-    nondiff = tuple(j for j, o in enumerate(outputs) if o.kind == "node" and refs.count(o.ref) == 1 and draw(_rarely))
+    nondiff = tuple(j for j, o in enumerate(outputs) if o.kind == "node" and refs.count(o.ref) == 1 and draw(RARELY))
     fn = prune(repair_saved(FunctionDef(n_in, tuple(nodes), tuple(outputs), saved, unused, nones, style, rule)))
     # Tensors kept on ctx break a documented rule (NOTE [valid comparisons] in fuzzer/ir/validity.py): no
     # comparison of such a Function is a torch finding, so it is drawn for 1 Function in 8 only.
-    on_ctx = tuple(r for r in fn.saved if draw(_rarely)) if draw(ints(0, 7)) == 7 else ()
-    detached = tuple(r for r in fn.saved if draw(_rarely))
+    on_ctx = tuple(r for r in fn.saved if draw(RARELY)) if draw(ints(0, 7)) == 7 else ()
+    detached = tuple(r for r in fn.saved if draw(RARELY))
     dirty = tuple(
         i
         for i in range(n_in)
         if Output("input", f"x{i}") in fn.outputs
         and not any(f"x{i}" in n.args for n in fn.nodes)
         and not any(o.kind == "view" and o.ref == f"x{i}" for o in fn.outputs)
-        and draw(_rarely)
+        and draw(RARELY)
     )
     if dirty:  # the dirty input must not be saved; no jvp rule, no hand-written vmap rule
         gone = {r for r in fn.saved if value_provided_by_saved(fn, r) in {f"x{i}" for i in dirty}}
@@ -232,6 +231,6 @@ def _function(
         non_differentiable=nondiff,
         on_ctx=on_ctx,
         detached=detached,
-        non_tensor_output=draw(_rarely),
+        non_tensor_output=draw(RARELY),
         scalars=scalars,
     )

@@ -8,8 +8,8 @@ from typing import Any
 
 from ..ir.case import Case
 from ..judge.execute import Outcome
+from ..triage.buckets import KnownBuckets, RawFinding
 from ..triage.shrink import Goal
-from ..triage.signature import Signature
 
 
 @dataclass(frozen=True)
@@ -26,11 +26,6 @@ class WorkerInit:
     subject: str = "torch"  # NOTE [valid comparisons]: what is under test
 
 
-#: (id, goal, skeleton) of each bucket, and (id, goal, None) of each full family (NOTE [bucket families]
-#: in :mod:`fuzzer.campaign.driver`): what a new finding is checked against before it is ablated.
-BucketList = tuple[tuple[str, Goal, tuple[str, ...] | None], ...]
-
-
 @dataclass(frozen=True)
 class Fuzz:
     start: int  # first stream position
@@ -39,23 +34,7 @@ class Fuzz:
     skip: frozenset[int] = frozenset()  # positions not to run (cases that killed a worker)
     careful: bool = False  # no steering (re-running positions after a crash)
     span: int | None = None  # look at most this many positions (1: exactly ``start``)
-    buckets: BucketList | None = None  # the campaign's buckets so far (None: as in the last command)
-
-
-@dataclass(frozen=True)
-class RawFinding:
-    """A finding as a worker saw it. ``raw``, ``case`` and ``outcome`` are None when this worker already
-    reported the same ``quick`` key (the driver counts it as a hit)."""
-
-    oracle: str
-    verdict: str
-    quick: str
-    fingerprint: str
-    stack: tuple[str, ...] = ()  # the case's transform skeleton (where the bucket was hit)
-    raw: Signature | None = None
-    case: Case | None = None
-    outcome: Outcome | None = None
-    same_as: str | None = None  # an existing bucket whose bug this is (checked without ablating)
+    buckets: KnownBuckets | None = None  # the campaign's buckets so far (None: as in the last command)
 
 
 @dataclass(frozen=True)
@@ -92,7 +71,7 @@ class Job:
     case: Case
     buffer: bytes | None
     budget: int
-    buckets: BucketList = ()  # (id, goal, skeleton) of buckets so far
+    buckets: KnownBuckets = KnownBuckets()  # the buckets so far
     position: int = 0  # the case's stream position (which entry of the buffer's group it is)
 
 

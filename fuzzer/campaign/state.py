@@ -16,16 +16,22 @@ write, ``kill -9`` of the driver at any moment leaves no truncated file.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..gen.coverage import Coverage
 from ..ir.errors import AffuzzError
 from ..ir.serde import case_from_json, case_to_json
-from ..judge.execute import Outcome, Side
+from ..judge.execute import Outcome
 from ..publish.findings import Finding
+from ..triage.buckets import Bucket, BucketBook, ShrinkJob
 from ..triage.shrink import Goal
 from ..triage.signature import Signature
+from .config import Stats
+
+if TYPE_CHECKING:
+    from .driver import Campaign
 
 STATE_SCHEMA_VERSION = 1
 
@@ -34,115 +40,125 @@ class StateError(AffuzzError, ValueError):
     """state.json cannot be used to resume (the message names the file and what to do)."""
 
 
-def signature_to_json(s: Signature) -> dict[str, Any]:
+def job_to_json(j: ShrinkJob) -> dict[str, Any]:
     return {
-        "verdict": s.verdict,
-        "oracle": s.oracle,
-        "skeleton": list(s.skeleton),
-        "features": list(s.features),
-        "error": s.error,
+        "raw": j.raw.to_json(),
+        "goal": j.goal.to_json(),
+        "case": case_to_json(j.case),
+        "outcome": j.outcome.to_json(),
+        "buffer": j.buffer.hex() if j.buffer is not None else None,
+        "seconds_to_find": j.seconds_to_find,
+        "cases_to_find": j.cases_to_find,
+        "hits": j.hits,
+        "position": j.position,
     }
 
 
-def signature_from_json(d: dict[str, Any]) -> Signature:
-    return Signature(d["verdict"], d["oracle"], tuple(d["skeleton"]), tuple(d["features"]), d.get("error", ""))
-
-
-def goal_to_json(g: Goal) -> dict[str, Any]:
-    return {"verdict": g.verdict, "oracle": g.oracle, "features": list(g.features), "fingerprint": g.fingerprint}
-
-
-def goal_from_json(d: dict[str, Any]) -> Goal:
-    return Goal(d["verdict"], d["oracle"], tuple(d["features"]), d.get("fingerprint", ""))
-
-
-def outcome_to_json(o: Outcome) -> dict[str, Any]:
-    return {
-        "verdict": o.verdict,
-        "functorch": asdict(o.functorch),
-        "reference": asdict(o.reference),
-        "seconds": o.seconds,
-    }
-
-
-def outcome_from_json(d: dict[str, Any]) -> Outcome:
-    return Outcome(d["verdict"], Side(**d["functorch"]), Side(**d["reference"]), float(d["seconds"]))
-
-
-def finding_to_json(f: Finding) -> dict[str, Any]:
-    return {
-        "case": case_to_json(f.case),
-        "signature": signature_to_json(f.signature),
-        "features": list(f.features),
-        "outcome": outcome_to_json(f.outcome),
-        "seconds_to_find": f.seconds_to_find,
-        "cases_to_find": f.cases_to_find,
-        "torch_version": f.torch_version,
-        "found_by": f.found_by,
-        "original": case_to_json(f.original) if f.original is not None else None,
-        "shrink": f.shrink,
-        "extra": f.extra,
-    }
-
-
-def finding_from_json(d: dict[str, Any]) -> Finding:
-    return Finding(
+def job_from_json(d: dict[str, Any]) -> ShrinkJob:
+    return ShrinkJob(
+        raw=Signature.from_json(d["raw"]),
+        goal=Goal.from_json(d["goal"]),
         case=case_from_json(d["case"]),
-        signature=signature_from_json(d["signature"]),
-        features=tuple(d["features"]),
-        outcome=outcome_from_json(d["outcome"]),
+        outcome=Outcome.from_json(d["outcome"]),
+        buffer=bytes.fromhex(d["buffer"]) if d.get("buffer") else None,
         seconds_to_find=float(d["seconds_to_find"]),
         cases_to_find=int(d["cases_to_find"]),
-        torch_version=d["torch_version"],
-        found_by=d["found_by"],
-        original=case_from_json(d["original"]) if d.get("original") else None,
-        shrink=dict(d.get("shrink") or {}),
-        extra=dict(d.get("extra") or {}),
+        hits=int(d["hits"]),
+        position=int(d.get("position", 0)),
     )
 
 
-def finding_from_dir(d: Path) -> Finding:
-    """A published finding directory (``finding.json`` + ``case.json``) as a :class:`Finding`."""
-    record = json.loads((d / "finding.json").read_text(encoding="utf-8"))
-    case = case_from_json(json.loads((d / "case.json").read_text(encoding="utf-8")))
-    original = d / "original.json"
-    verdict = record["verdict"]
-    skeleton = tuple(record["transforms"])
-    known = {
-        "schema_version",
-        "signature",
-        "id",
-        "verdict",
-        "oracle",
-        "transforms",
-        "features",
-        "signature_features",
-        "torch_version",
-        "python_version",
-        "seconds_to_find",
-        "cases_to_find",
-        "found_by",
-        "functorch",
-        "reference",
-        "verification",
-        "shrink",
-        "error",
+def bucket_to_json(b: Bucket[Finding], out: Path) -> dict[str, Any]:
+    return {
+        "signature": b.signature.to_json(),
+        "first": b.first.to_json(),
+        "finding": b.finding.to_json() if b.finding is not None else None,
+        "hits": b.hits,
+        "status": b.status,
+        "path": str(b.path.relative_to(out)) if b.path else None,
+        "goal": b.goal.to_json() if b.goal is not None else None,
+        "raw_signatures": b.raw_signatures,
+        "shrink_seconds": b.shrink_seconds,
+        "announced": b.announced,
     }
-    return Finding(
-        case=case,
-        signature=Signature(
-            verdict, record["oracle"], skeleton, tuple(record["signature_features"]), record.get("error", "")
-        ),
-        features=tuple(record["features"]),
-        outcome=Outcome(verdict, Side(record["functorch"], None, None), Side(record["reference"], None, None), 0.0),
-        seconds_to_find=float(record["seconds_to_find"]),
-        cases_to_find=int(record["cases_to_find"]),
-        torch_version=record["torch_version"],
-        found_by=record["found_by"],
-        original=case_from_json(json.loads(original.read_text(encoding="utf-8"))) if original.exists() else None,
-        shrink=dict(record.get("shrink") or {}),
-        extra={k: v for k, v in record.items() if k not in known},
+
+
+def bucket_from_json(d: dict[str, Any], out: Path) -> Bucket[Finding]:
+    return Bucket(
+        Signature.from_json(d["signature"]),
+        Finding.from_json(d["first"]),
+        hits=int(d["hits"]),
+        status=d["status"],
+        path=out / d["path"] if d.get("path") else None,
+        finding=Finding.from_json(d["finding"]) if d.get("finding") else None,
+        goal=Goal.from_json(d["goal"]) if d.get("goal") else None,
+        raw_signatures=int(d.get("raw_signatures", 1)),
+        shrink_seconds=list(d.get("shrink_seconds", [])),
+        announced=bool(d.get("announced")),
     )
+
+
+def campaign_state(c: Campaign, saved: str) -> dict[str, Any]:
+    """NOTE [resume]: everything ``--resume`` needs."""
+    book = c.book
+    return {
+        "schema_version": STATE_SCHEMA_VERSION,
+        "saved": saved,
+        "torch_version": c.torch_version,
+        "config": c.config.to_json(),
+        "stats": c.stats.to_json(),
+        "coverage": c.coverage.to_json(),
+        "slots": [s.to_json() for s in c.slots],
+        "rss_history": c.rss_history,
+        "queue_history": c.queue_history,
+        "buckets": [bucket_to_json(b, c.config.out) for b in book.buckets.values()],
+        "raw": book.raw,
+        "quick": book.quick,
+        "families": book.families,
+        "jobs": [job_to_json(j) for j in [*c.scheduler.queue, *c.scheduler.running]],
+    }
+
+
+def restore(c: Campaign, state: dict[str, Any]) -> None:
+    """Load ``state`` (from :func:`load_state`) into a new campaign ``c`` (NOTE [resume])."""
+    out = c.config.out
+    c.stats = Stats.from_json(state["stats"])
+    c.coverage = Coverage.from_json(state["coverage"])
+    c.rss_history = list(state.get("rss_history", []))
+    c.queue_history = list(state.get("queue_history", []))
+    for d in state["slots"]:
+        if d["index"] < len(c.slots):
+            slot = c.slots[d["index"]]
+            slot.next, slot.skip = int(d["next"]), set(d.get("skip", ()))
+            slot.restarts, slot.recycles, slot.cases = d["restarts"], d["recycles"], d["cases"]
+    book: BucketBook[Finding] = c.book
+    for d in state["buckets"]:
+        bucket = bucket_from_json(d, out)
+        book.buckets[bucket.signature.id] = bucket
+    book.raw = dict(state.get("raw", {}))
+    book.quick = dict(state.get("quick", {}))
+    book.families = {k: list(v) for k, v in state.get("families", {}).items()}
+    queue = c.scheduler.queue
+    for d in state.get("jobs", []):
+        job = job_from_json(d)
+        book.open(job)
+        queue.append(job)
+    # findings published after the last save
+    for d in sorted((out / "findings").glob("*/finding.json")) if (out / "findings").exists() else []:
+        bucket = book.buckets.get(d.parent.name)
+        if bucket is not None and bucket.status == "verified":
+            continue
+        try:
+            finding = Finding.from_dir(d.parent)
+        except (OSError, ValueError, KeyError) as e:
+            c.log_internal(f"--- resume: {d.parent}: cannot be read back ({e}); left as it is\n")
+            continue
+        sig = finding.signature
+        book.found_published(sig, finding, Goal(sig.verdict, sig.oracle, sig.features), d.parent)
+    queue[:] = [j for j in queue if j.raw.id in book.jobs]
+    pending = out / ".pending"
+    if pending.exists():
+        shutil.rmtree(pending)  # staged but never verified: those buckets are verified again
 
 
 def load_state(out: Path) -> dict[str, Any]:

@@ -4,17 +4,6 @@ new findings; and, when the driver asks, shrink a finding (a *job*).
 The same :class:`Worker` runs in the driver's own process (``--workers 0``), in a local worker process
 (:mod:`fuzzer.campaign.transport`) or in a Ray actor; it never writes under OUT (the driver is the only writer).
 
-NOTE [worker streams]
-Slot ``w`` of a campaign with seed ``S`` draws its cases from its own stream, in groups of
-:data:`GROUP` (NOTE [case groups] in :mod:`strategies.cases`): case ``k`` is entry ``k % GROUP`` of the
-group decoded (Hypothesis's ``fuzz_one_input``, NOTE [driving Hypothesis] in :mod:`fuzzer.campaign.driver`)
-from the bytes of ``random.Random(f"{S}/{w}/{k - k % GROUP}")``; an entry that is None is a position
-that decodes to no case, as a buffer Hypothesis rejects. A position is a complete name for a case: a restarted or
-resumed worker continues its slot's stream at the first position the driver has no report for, a
-crash is attributed to ``(w, k)``, and ``bench/`` regenerates the cases of a run without running it.
-Steering (NOTE [steering] in :mod:`fuzzer.gen.coverage`) may skip a position; it decides from the counts the
-worker started from and the cases it ran itself, so one worker's run with one seed repeats exactly.
-
 NOTE [worker protocol]
 The driver sends a worker one command at a time: :class:`Fuzz` (run cases from a position for up to
 some seconds or cases) or :class:`Job` (shrink one new finding). While working, the worker calls
@@ -43,15 +32,10 @@ from ..ir.oracles import applicable
 from ..ir.verdicts import ERROR_VERDICTS, FINDING_VERDICTS
 from ..judge.execute import Outcome, triage_source
 from ..judge.judge import Judge, Judgement
-from ..triage.reduce import is_subsequence, to_skeleton
+from ..triage.buckets import KnownBuckets, RawFinding, error_bucket_id, quick_key
 from ..triage.shrink import Goal, Shrinker
-from ..triage.signature import Signature, signature, skeleton
-from .protocol import Beat, BucketList, CaseReport, Fuzz, FuzzResult, Job, JobResult, RawFinding, WorkerInit
-
-
-def quick_key(verdict: str, oracle: str, case: Case, fp: str) -> str:
-    """NOTE [signature memo]: what makes two occurrences the same bug without ablating again."""
-    return f"{verdict}|{oracle}|{'>'.join(skeleton(case))}|{'+'.join(features(case))}|{fp}"
+from ..triage.signature import signature, skeleton
+from .protocol import Beat, CaseReport, Fuzz, FuzzResult, Job, JobResult, WorkerInit
 
 
 def rss_mb(pid: int | str = "self") -> float:
@@ -74,7 +58,7 @@ class Worker:
         self.cases_run = 0
         self._seen: set[str] = set()  # quick keys this worker reported in full
         self._error_keys: set[str] = set()  # error bucket ids this worker reported in full
-        self.buckets: BucketList = ()
+        self.buckets = KnownBuckets()
         self._current: tuple[str, Any] = ("idle", None)  # what a beat reports (NOTE [worker protocol])
         self._timed_out = False  # a case hit the per-case timer (NOTE [interrupted cases])
 
@@ -202,8 +186,8 @@ class Worker:
         self._seen.add(quick)
         if verdict in ERROR_VERDICTS:
             # NOTE [error buckets]: the bucket is the error's fingerprint; known ones need no ablation
-            key = Signature(verdict, oracle, stack, (), fp).id
-            if key in self._error_keys or any(bucket_id == key for bucket_id, _, _ in self.buckets):
+            key = error_bucket_id(verdict, oracle, stack, fp)
+            if key in self._error_keys or self.buckets.has(key):
                 return RawFinding(oracle, verdict, quick, fp, stack, same_as=key)
             self._error_keys.add(key)
         else:
@@ -220,24 +204,9 @@ class Worker:
         return RawFinding(oracle, verdict, quick, fp, stack, raw, case, outcome)
 
     def _known_bucket(self, case: Case, seen: Goal) -> str | None:
-        """NOTE [signature memo]: the first bucket whose bug ``case`` shows once its stack is cut to the
-        bucket's skeleton: same verdict, oracle and error fingerprint, and the bucket's essential
-        features present and still essential. A few runs (one per essential feature, plus one) instead
-        of ablating every feature of the case."""
-        tags, stack = set(features(case)), skeleton(case)
-        for bucket_id, goal, bucket_skeleton in self.buckets:
-            if (goal.verdict, goal.oracle, goal.fingerprint) != (seen.verdict, seen.oracle, seen.fingerprint):
-                continue
-            if not set(goal.features) <= tags:
-                continue
-            if bucket_skeleton is None:  # a family: its essential features, under any stack
-                cut: Case | None = case
-            elif not is_subsequence(bucket_skeleton, stack):
-                continue
-            else:
-                cut = to_skeleton(case, bucket_skeleton)
-            if cut is None:
-                continue
+        """NOTE [signature memo]: the first known bucket whose bug ``case`` shows once cut to the bucket's
+        skeleton (the book says which cuts; a run per essential feature, plus one, checks each)."""
+        for bucket_id, goal, cut in self.buckets.cuts(case, seen):
             checker = Shrinker(goal, lambda c: self.evaluate(c, seen.oracle), budget=1 + len(goal.features))
             if checker.same_bug(cut, full=False):
                 return bucket_id
@@ -262,11 +231,8 @@ class Worker:
 
         # NOTE [signature memo]: a finding whose bug still shows once its stack is cut to an existing
         # bucket's skeleton is a hit of that bucket, not a new one.
-        for bucket_id, bucket_goal, bucket_skeleton in job.buckets:
-            if bucket_skeleton is None or bucket_goal != goal or not is_subsequence(bucket_skeleton, skeleton(case)):
-                continue
-            cut = to_skeleton(case, bucket_skeleton)
-            if cut is not None and Shrinker(goal, run, budget=2 + len(features(case))).same_bug(cut):
+        for bucket_id, cut in job.buckets.job_cuts(case, goal):
+            if Shrinker(goal, run, budget=2 + len(features(case))).same_bug(cut):
                 return JobResult(job.id, same_as=bucket_id, seconds=time.monotonic() - start)
         shrunk, info = case, {"runs": 0, "seconds": 0.0, "steps": [], "exhausted": False}
         if job.budget > 0:

@@ -23,7 +23,7 @@ change: a buffer (and the shrinker fed with it) still gives the same case as wit
 decision uses a private ``random.Random`` and only the counts the worker started from plus what it ran
 itself, so a worker's stream of cases is a function of ``--seed``, its slot and the counts it started
 from (NOTE [worker streams] in
-:mod:`fuzzer.campaign.worker`).
+:mod:`fuzzer.gen.streams`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,24 @@
-"""Worker streams (NOTE [worker streams])."""
+"""Worker streams: stream positions -> cases, decoded through Hypothesis from :mod:`strategies`.
+
+NOTE [worker streams]
+Slot ``w`` of a campaign with seed ``S`` draws its cases from its own stream, in groups of
+:data:`GROUP` (NOTE [case groups] in :mod:`strategies.cases`): case ``k`` is entry ``k % GROUP`` of the
+group decoded (Hypothesis's ``fuzz_one_input``, NOTE [driving Hypothesis])
+from the bytes of ``random.Random(f"{S}/{w}/{k - k % GROUP}")``; an entry that is None is a position
+that decodes to no case, as a buffer Hypothesis rejects. A position is a complete name for a case: a restarted or
+resumed worker continues its slot's stream at the first position the driver has no report for, a
+crash is attributed to ``(w, k)``, and ``bench/`` regenerates the cases of a run without running it.
+Steering (NOTE [steering] in :mod:`fuzzer.gen.coverage`) may skip a position; it decides from the counts the
+worker started from and the cases it ran itself, so one worker's run with one seed repeats exactly.
+
+NOTE [driving Hypothesis]
+Cases come from :func:`strategies.case_groups` through Hypothesis's public fuzzing entry point,
+``test.hypothesis.fuzz_one_input(buffer)``: each group is decoded from a buffer of bytes named by the
+campaign seed, the worker slot and a position (NOTE [worker streams]). So ``--seed`` makes a worker's
+run repeat exactly, strategies keep their simplest-first ordering for later shrinking, and nothing here
+depends on Hypothesis internals. The test body never raises (internal errors are logged and counted),
+so Hypothesis's example database is never written during fuzzing.
+"""
 
 from __future__ import annotations
 

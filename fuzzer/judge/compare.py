@@ -137,7 +137,7 @@ def classify(
     first error no limitation explains, or that PyTorch calls a bug, side A (torch.func) before side B:
     the error torch.func raised is the one to file, whatever the other side then did. It is the same
     under every oracle, stack and verdict the error shows up in, so one torch error is one bucket
-    (:mod:`fuzzer.triage.signature`).
+    (:func:`fuzzer.triage.buckets.error_bucket_id`).
     """
     v = outcome.verdict
     pairs = ((outcome.functorch, sides[0]), (outcome.reference, sides[1]))

@@ -19,7 +19,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from types import CodeType
 from typing import Any
 
@@ -60,9 +60,21 @@ class Side:
 @dataclass(frozen=True)
 class Outcome:
     verdict: str  # the script's own verdict
-    functorch: Side
-    reference: Side
+    functorch: Side  # side A (NOTE [oracles]: what the oracle runs through torch.func)
+    reference: Side  # side B (the oracle's reference: create_graph loops, jacfwd for jacrev, ...)
     seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "functorch": asdict(self.functorch),
+            "reference": asdict(self.reference),
+            "seconds": self.seconds,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Outcome:
+        return cls(d["verdict"], Side(**d["functorch"]), Side(**d["reference"]), float(d["seconds"]))
 
 
 def torch_frame(e: BaseException) -> str:

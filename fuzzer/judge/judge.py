@@ -10,9 +10,12 @@ in order:
    decides the raw verdict (including ``nonfinite`` and ``torch_bug_error``).
 3. :func:`fuzzer.judge.compare.classify`: documented limitations per side; ``expected`` only when every
    error is explained; error findings get the fingerprint that buckets them (NOTE [error buckets]).
-4. NOTE [float32 findings]: a float32 ``value_mismatch`` counts only if it persists in float64;
-   otherwise it is rounding noise (``consistent``, counted as ``float32_noise``). Nothing else is
-   re-checked: an error, a hang or a structure mismatch in float32 is a finding as it is.
+4. NOTE [float32 findings] (below).
+
+NOTE [float32 findings]
+A float32 ``value_mismatch`` counts only if it persists in float64; otherwise it is rounding noise
+(``consistent``, counted as ``float32_noise``). Nothing else is re-checked: an error, a hang or a
+structure mismatch in float32 is a finding as it is.
 """
 
 from __future__ import annotations

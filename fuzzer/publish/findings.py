@@ -1,4 +1,7 @@
-"""Findings on disk, and their verification in a fresh process.
+"""A finding: the case, its signature and outcome, how it was found and shrunk; and its two JSON forms,
+``finding.json`` (:meth:`Finding.record`, read back by :meth:`Finding.from_dir`) and the complete one in
+``state.json`` (:meth:`Finding.to_json` / :meth:`Finding.from_json`). Verification and the directory
+layout below are :mod:`fuzzer.publish.verify`'s.
 
 A finding is staged under ``OUT/.pending/<signature id>/``: ``case.json`` (the shrunk case),
 ``original.json`` (the case as the campaign drew it), ``repro.py`` and ``test_repro.py`` (NOTE [repro
@@ -11,22 +14,17 @@ reported.
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
+import json
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..codegen.render import render
 from ..ir.case import Case
-from ..ir.files import atomic_write_json, atomic_write_text
-from ..ir.serde import dumps
-from ..judge.execute import Outcome
+from ..ir.serde import case_from_json, case_to_json
+from ..judge.execute import Outcome, Side
 from ..triage.signature import Signature
-from .forkserver import ForkServer
 
 FINDING_SCHEMA_VERSION = 1
 
@@ -69,7 +67,10 @@ class Finding:
             "",
         ]
 
+    # ---------------------------------------------------------------- finding.json and state.json
+
     def record(self, verification: dict[str, Any]) -> dict[str, Any]:
+        """``finding.json``: what a user reads (and :meth:`from_dir` reads back)."""
         sig = self.signature
         return {
             "schema_version": FINDING_SCHEMA_VERSION,
@@ -93,97 +94,92 @@ class Finding:
             **self.extra,
         }
 
+    @classmethod
+    def from_dir(cls, d: Path) -> Finding:
+        """A published finding directory (``finding.json`` + ``case.json``, ``original.json``), as
+        :meth:`record` and :func:`fuzzer.publish.verify.stage` wrote it."""
+        record = json.loads((d / "finding.json").read_text(encoding="utf-8"))
+        case = case_from_json(json.loads((d / "case.json").read_text(encoding="utf-8")))
+        original = d / "original.json"
+        verdict = record["verdict"]
+        return cls(
+            case=case,
+            signature=Signature(
+                verdict,
+                record["oracle"],
+                tuple(record["transforms"]),
+                tuple(record["signature_features"]),
+                record.get("error", ""),
+            ),
+            features=tuple(record["features"]),
+            outcome=Outcome(verdict, Side(record["functorch"], None, None), Side(record["reference"], None, None), 0.0),
+            seconds_to_find=float(record["seconds_to_find"]),
+            cases_to_find=int(record["cases_to_find"]),
+            torch_version=record["torch_version"],
+            found_by=record["found_by"],
+            original=case_from_json(json.loads(original.read_text(encoding="utf-8"))) if original.exists() else None,
+            shrink=dict(record.get("shrink") or {}),
+            extra={k: v for k, v in record.items() if k not in RECORD_KEYS},
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The complete finding, for ``state.json`` (NOTE [resume])."""
+        return {
+            "case": case_to_json(self.case),
+            "signature": self.signature.to_json(),
+            "features": list(self.features),
+            "outcome": self.outcome.to_json(),
+            "seconds_to_find": self.seconds_to_find,
+            "cases_to_find": self.cases_to_find,
+            "torch_version": self.torch_version,
+            "found_by": self.found_by,
+            "original": case_to_json(self.original) if self.original is not None else None,
+            "shrink": self.shrink,
+            "extra": self.extra,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Finding:
+        return cls(
+            case=case_from_json(d["case"]),
+            signature=Signature.from_json(d["signature"]),
+            features=tuple(d["features"]),
+            outcome=Outcome.from_json(d["outcome"]),
+            seconds_to_find=float(d["seconds_to_find"]),
+            cases_to_find=int(d["cases_to_find"]),
+            torch_version=d["torch_version"],
+            found_by=d["found_by"],
+            original=case_from_json(d["original"]) if d.get("original") else None,
+            shrink=dict(d.get("shrink") or {}),
+            extra=dict(d.get("extra") or {}),
+        )
+
+
+#: The keys :meth:`Finding.record` writes itself; every other key of a ``finding.json`` is ``extra``.
+RECORD_KEYS = frozenset(
+    {
+        "schema_version",
+        "signature",
+        "id",
+        "verdict",
+        "oracle",
+        "transforms",
+        "features",
+        "signature_features",
+        "error",
+        "torch_version",
+        "python_version",
+        "seconds_to_find",
+        "cases_to_find",
+        "found_by",
+        "functorch",
+        "reference",
+        "verification",
+        "shrink",
+    }
+)
+
 
 def repro_lines(case: Case, oracle: str) -> int:
     """Non-blank lines of the published repro of ``case``, its two header lines (short_header) included."""
     return 2 + sum(1 for line in render(case, oracle=oracle, style="repro").splitlines() if line.strip())
-
-
-def stage(out: Path, finding: Finding) -> Path:
-    d = out / ".pending" / finding.signature.id
-    if d.exists():
-        shutil.rmtree(d)
-    d.mkdir(parents=True)
-    oracle = finding.signature.oracle
-    atomic_write_text(d / "case.json", dumps(finding.case))
-    if finding.original is not None and finding.original != finding.case:
-        atomic_write_text(d / "original.json", dumps(finding.original))
-    # a slow finding needs the timing of the full script (NOTE [slow findings])
-    if finding.signature.verdict == "slow":
-        repro = render(finding.case, header=finding.header(), oracle=oracle)
-    else:
-        repro = render(finding.case, header=finding.short_header(), oracle=oracle, style="repro")
-    atomic_write_text(d / "repro.py", repro)
-    atomic_write_text(
-        d / "test_repro.py", render(finding.case, header=finding.short_header(), oracle=oracle, style="pytest")
-    )
-    return d
-
-
-def run_repro(repro: Path, *, python: str = sys.executable, timeout: float = 600.0) -> dict[str, Any]:
-    """Run a repro script in a fresh interpreter; returns exit code, seconds and the output tail."""
-    start = time.monotonic()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    try:
-        proc = subprocess.run(
-            [python, repro.name],
-            cwd=repro.parent,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=env,
-        )
-        code, output = proc.returncode, (proc.stdout + proc.stderr)
-    except subprocess.TimeoutExpired as e:
-        code, output = None, f"timed out after {timeout} s\n{e.stdout or ''}"
-    return {
-        "exit_code": code,
-        "seconds": round(time.monotonic() - start, 3),
-        "python": python,
-        "method": "subprocess",
-        "output_tail": output[-2000:],
-    }
-
-
-def verify_and_publish(
-    out: Path,
-    staged: Path,
-    finding: Finding,
-    *,
-    python: str = sys.executable,
-    case_timeout: float | None = 60.0,
-    server: ForkServer | None = None,
-) -> tuple[bool, Path]:
-    """Run the staged repro in a fresh process (a fork-server child when ``server`` is given, see NOTE
-    [verification fork server]); publish it as a finding if it exited 1 *and* printed the same verdict
-    (an unexpected crash also exits 1). A ``crash`` is verified by a plain run killed by a signal. A ``hang`` is verified by a plain run that does not finish within
-    twice the per-case timeout, plus start-up. Returns (verified, final dir)."""
-    verdict = finding.signature.verdict
-    if verdict == "hang":
-        result = run_repro(staged / "repro.py", python=python, timeout=2 * (case_timeout or 60.0) + 30)
-        verified = result["exit_code"] is None
-    elif verdict == "crash":
-        # a worker died on this case (NOTE [campaign driver]): the repro must die by a signal too
-        result = run_repro(staged / "repro.py", python=python, timeout=2 * (case_timeout or 60.0) + 30)
-        verified = result["exit_code"] is not None and result["exit_code"] < 0
-    else:
-        if server is not None:
-            code, output, seconds = server.run(staged / "repro.py")
-            result = {
-                "exit_code": code,
-                "seconds": round(seconds, 3),
-                "python": python,
-                "method": "fork server",
-                "output_tail": output[-2000:],
-            }
-        else:
-            result = run_repro(staged / "repro.py", python=python)
-        verified = result["exit_code"] == 1 and f"verdict: {verdict}" in result["output_tail"]
-    dest_root = out / ("findings" if verified else "unverified")
-    dest_root.mkdir(parents=True, exist_ok=True)
-    dest = dest_root / staged.name
-    atomic_write_json(staged / "finding.json", finding.record(result))
-    if dest.exists():
-        shutil.rmtree(dest)
-    os.replace(staged, dest)
-    return verified, dest

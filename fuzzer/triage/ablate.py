@@ -17,7 +17,9 @@ from ..ir.shapes import output_shapes
 from ..ir.validate import validate
 
 
-def _finish(case: Case) -> Case | None:
+def repaired(case: Case) -> Case | None:
+    """``case`` after an edit, made whole again: saved values repaired, dead nodes pruned, ctx lists kept to
+    what is saved; None when it is no longer a valid case."""
     fn = prune(repair_saved(case.function))
     saved = tuple(dict.fromkeys(fn.saved))
     fn = replace(
@@ -71,7 +73,7 @@ def drop_outputs(case: Case, drop: set[int]) -> Case | None:
     combine = case.f.combine if len({shapes[j] for j in uses}) == 1 else "sum"
     inplace = tuple(new_index[j] for j in case.f.inplace if j in new_index)
     f = FDef(uses, combine, inplace, case.f.inplace_no_grad and bool(inplace))
-    return _finish(replace(case, function=fn, f=f))
+    return repaired(replace(case, function=fn, f=f))
 
 
 def without(case: Case, tag: str) -> Case | None:
@@ -79,7 +81,7 @@ def without(case: Case, tag: str) -> Case | None:
     fn = case.function
     if tag == "output_is_input":
         outs = tuple(Output("view", o.ref, View("view_as")) if o.kind == "input" else o for o in fn.outputs)
-        return _finish(replace(case, function=replace(fn, outputs=outs)))
+        return repaired(replace(case, function=replace(fn, outputs=outs)))
     if tag == "output_is_view":
         return drop_outputs(case, {j for j, o in enumerate(fn.outputs) if o.kind == "view"})
     if tag == "output_is_view_of_output":
@@ -95,20 +97,20 @@ def without(case: Case, tag: str) -> Case | None:
             return tuple(v for r in refs if (v := as_value(r)) is not None)
 
         function = replace(fn, saved=mapped(fn.saved), on_ctx=mapped(fn.on_ctx), detached=mapped(fn.detached))
-        return _finish(replace(case, function=function))
+        return repaired(replace(case, function=function))
     if tag == "saved_intermediate":
-        return _finish(replace(case, function=replace(fn, saved=tuple(r for r in fn.saved if not r.startswith("t")))))
+        return repaired(replace(case, function=replace(fn, saved=tuple(r for r in fn.saved if not r.startswith("t")))))
     if tag == "grad_unused":
-        return _finish(replace(case, function=replace(fn, unused_grads=())))
+        return repaired(replace(case, function=replace(fn, unused_grads=())))
     if tag == "backward_returns_none":
-        variant = _finish(replace(case, function=replace(fn, none_grads=())))
+        variant = repaired(replace(case, function=replace(fn, none_grads=())))
         return None if variant is None or returns_none(variant) else variant
     if tag == "legacy_forward":
-        return _finish(replace(case, function=replace(fn, style="setup_context")))
+        return repaired(replace(case, function=replace(fn, style="setup_context")))
     if tag == "generate_vmap_rule":
-        return _finish(replace(case, function=replace(fn, vmap_rule="custom")))
+        return repaired(replace(case, function=replace(fn, vmap_rule="custom")))
     if tag == "custom_vmap":
-        return _finish(replace(case, function=replace(fn, vmap_rule="generate")))
+        return repaired(replace(case, function=replace(fn, vmap_rule="generate")))
     off = {
         "custom_jvp": {"jvp_rule": False},
         "once_differentiable": {"once_differentiable": False},
@@ -120,7 +122,7 @@ def without(case: Case, tag: str) -> Case | None:
         "mark_dirty": {"dirty": ()},
     }
     if tag == "inplace_on_output":
-        return _finish(replace(case, f=replace(case.f, inplace=(), inplace_no_grad=False)))
+        return repaired(replace(case, f=replace(case.f, inplace=(), inplace_no_grad=False)))
     if tag in off:
-        return _finish(replace(case, function=replace(fn, **off[tag])))
+        return repaired(replace(case, function=replace(fn, **off[tag])))
     return None

@@ -18,7 +18,7 @@ from ..ir.dataflow import repair_vmap_dims
 from ..ir.features import features
 from ..ir.shapes import input_shapes, numel
 from ..ir.validate import validate
-from .ablate import _finish, drop_outputs, without
+from .ablate import drop_outputs, repaired, without
 
 #: A rank per op: lower is simpler to read in a repro (``x ** 2`` before ``torch.exp(x)``).
 OP_RANK = {"pow": 0, "mul": 1, "add": 2, "scale": 3, "shift": 4, "sin": 5, "exp": 6}
@@ -175,7 +175,7 @@ def _drop_inputs(case: Case) -> Iterator[Case | None]:
         candidate = replace(
             case, function=new_fn, transforms=tuple(transforms), inputs=replace(case.inputs, values=values)
         )
-        done = _finish(candidate)
+        done = repaired(candidate)
         yield fit_values(done) if done is not None else None
 
 
@@ -204,7 +204,7 @@ def _drop_nodes(case: Case) -> Iterator[Case | None]:
                 detached=tuple(dict.fromkeys(arg if r == name else r for r in fn.detached)),
                 non_differentiable=tuple(j for j in fn.non_differentiable if outputs[j].kind == "node"),
             )
-            yield _finish(replace(case, function=new_fn))
+            yield repaired(replace(case, function=new_fn))
 
 
 def _simpler_ops(case: Case) -> Iterator[Case | None]:
@@ -221,7 +221,7 @@ def _simpler_ops(case: Case) -> Iterator[Case | None]:
             if OP_RANK[new.op] > OP_RANK[node.op] or new == node:
                 continue
             nodes = fn.nodes[:k] + (new,) + fn.nodes[k + 1 :]
-            yield _finish(replace(case, function=replace(fn, nodes=nodes)))
+            yield repaired(replace(case, function=replace(fn, nodes=nodes)))
 
 
 def _drop_scalars(case: Case) -> Iterator[Case | None]:
@@ -234,14 +234,14 @@ def _drop_scalars(case: Case) -> Iterator[Case | None]:
             replace(n, scalar=n.scalar - 1) if n.op in ("scale", "shift") and n.scalar > i else n for n in fn.nodes
         )
         scalars = fn.scalars[:i] + fn.scalars[i + 1 :]
-        yield _finish(replace(case, function=replace(fn, nodes=nodes, scalars=scalars)))
+        yield repaired(replace(case, function=replace(fn, nodes=nodes, scalars=scalars)))
 
 
 def _drop_saved(case: Case) -> Iterator[Case | None]:
     fn = case.function
     for r in fn.saved:
         keep = tuple(s for s in fn.saved if s != r)
-        yield _finish(
+        yield repaired(
             replace(
                 case,
                 function=replace(
@@ -258,11 +258,11 @@ def _simpler_f(case: Case) -> Iterator[Case | None]:
     f = case.f
     if len(f.uses) > 1:
         for j in f.uses:
-            yield _finish(
+            yield repaired(
                 replace(case, f=FDef(tuple(u for u in f.uses if u != j), f.combine, f.inplace, f.inplace_no_grad))
             )
     if f.combine == "sum":
-        yield _finish(replace(case, f=replace(f, combine="add")))
+        yield repaired(replace(case, f=replace(f, combine="add")))
 
 
 def _smaller_shapes(case: Case) -> Iterator[Case | None]:
@@ -305,7 +305,7 @@ def _drop_features(case: Case) -> Iterator[Case | None]:
     for tag in features(case):
         yield without(case, tag)
     if case.function.vmap_rule != "none":  # no vmap rule at all (ablation only swaps one rule for the other)
-        yield _finish(replace(case, function=replace(case.function, vmap_rule="none")))
+        yield repaired(replace(case, function=replace(case.function, vmap_rule="none")))
 
 
 def _drop_outputs(case: Case) -> Iterator[Case | None]:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from hypothesis import Phase, given, seed
 from hypothesis import strategies as st
@@ -56,6 +57,18 @@ class Goal:
     oracle: str
     features: tuple[str, ...]  # the essential features
     fingerprint: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "oracle": self.oracle,
+            "features": list(self.features),
+            "fingerprint": self.fingerprint,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Goal:
+        return cls(d["verdict"], d["oracle"], tuple(d["features"]), d.get("fingerprint", ""))
 
 
 #: Runs a case under the goal's oracle: (classified verdict, error fingerprint for that verdict).

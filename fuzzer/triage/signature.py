@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ..ir.case import Case
 from ..ir.features import features
@@ -49,6 +50,19 @@ class Signature:
     def id(self) -> str:
         """Stable, filesystem-safe bucket name."""
         return f"{self.kind}-{hashlib.sha1(self.text.encode()).hexdigest()[:10]}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "oracle": self.oracle,
+            "skeleton": list(self.skeleton),
+            "features": list(self.features),
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Signature:
+        return cls(d["verdict"], d["oracle"], tuple(d["skeleton"]), tuple(d["features"]), d.get("error", ""))
 
 
 def skeleton(case: Case) -> tuple[str, ...]:

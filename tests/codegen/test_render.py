@@ -12,7 +12,7 @@ from conftest import ROOT, run_script
 from fuzzer.codegen.render import render
 from fuzzer.ir.case import Case
 
-GOLDEN = Path(__file__).resolve().parent / "golden" / "seed_repro.py"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "seed_repro.py"
 
 
 def test_seed_repro_matches_golden(seed_case: Case) -> None:

@@ -41,11 +41,23 @@ def test_render_invalid_case_names_file_and_field(tmp_path: Path, capsys) -> Non
     assert "fix the file" in err
 
 
-def test_render_malformed_json(tmp_path: Path, capsys) -> None:
+@pytest.mark.parametrize(
+    "argv, hint",
+    [
+        (["render"], "fix the file or regenerate it with affuzz"),
+        (["shrink"], "fix the file or regenerate it with affuzz"),
+        (["bisect", "--versions", "2.0.1,2.13.0"], "fix the file or pass another case"),
+    ],
+)
+def test_lower_layer_error_is_one_line_exit_2(argv: list[str], hint: str, tmp_path: Path, capsys) -> None:
+    # a CaseError / CorpusError from below the CLI: main alone turns it into one line, the command named
     bad = tmp_path / "broken.json"
     bad.write_text("{ not json")
-    assert main(["render", str(bad)]) == 2
-    assert "broken.json: not valid JSON (line 1" in capsys.readouterr().err
+    assert main([argv[0], str(bad), *argv[1:]]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1, captured.err
+    assert captured.err.startswith(f"affuzz {argv[0]}: error: {bad}: not valid JSON (line 1")
+    assert captured.err.rstrip().endswith(hint)
 
 
 def test_run_refuses_non_empty_out(tmp_path: Path, capsys) -> None:

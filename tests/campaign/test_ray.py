@@ -16,7 +16,7 @@ import pytest
 import ray  # noqa: E402,F401  (the dev extra that make setup installs brings Ray; no silent skip)
 from conftest import run_script
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RAY = str(Path(sys.executable).parent / "ray")
 
 

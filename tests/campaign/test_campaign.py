@@ -9,7 +9,8 @@ from pathlib import Path
 
 from conftest import run_script
 
-from fuzzer.campaign.driver import Campaign, CampaignConfig
+from fuzzer.campaign.config import CampaignConfig
+from fuzzer.campaign.driver import Campaign
 from fuzzer.cli import main
 from fuzzer.ir.features import ALL_FEATURES
 

@@ -112,9 +112,7 @@ def test_float32_errors_are_findings_without_a_float64_recheck() -> None:
     # generate_vmap_rule + mark_dirty under vmap: a real torch 2.13 error (corpus G9)
     from fuzzer.ir.serde import load
 
-    case = load(
-        str(Path(__file__).resolve().parent.parent / "corpus" / "error_functorch_only-6be8afd306" / "case.json")
-    )
+    case = load(str(Path(__file__).resolve().parents[2] / "corpus" / "error_functorch_only-6be8afd306" / "case.json"))
     narrow = replace(case, inputs=replace(case.inputs, dtype="float32"))
     j = Judge()(narrow, "functorch_vs_create_graph")
     assert j.verdict == "error_functorch_only" and not j.float32_noise

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from fuzzer.campaign.driver import Campaign, CampaignConfig
+from fuzzer.campaign.config import CampaignConfig
+from fuzzer.campaign.driver import Campaign
 from fuzzer.codegen.render import render
 from fuzzer.ir.case import Case
 from fuzzer.judge.execute import run_case, run_source

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 
-from fuzzer.campaign.driver import Campaign, CampaignConfig
+from fuzzer.campaign.config import CampaignConfig
+from fuzzer.campaign.driver import Campaign
 from fuzzer.campaign.protocol import Fuzz, WorkerInit
 from fuzzer.campaign.worker import Worker
 from fuzzer.cli import main
@@ -25,7 +26,7 @@ from fuzzer.gen.streams import GROUP, Decoder, stream_buffer
 from fuzzer.ir.case import TRANSFORMS
 from fuzzer.ir.features import ALL_FEATURES, features
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EVENTS = {"start", "stop", "new_bucket", "crash", "hang", "worker_restart"}
 STATS_KEYS = {"cases", "elapsed_seconds", "cases_per_second", "workers", "buckets", "worker_restarts"}
 SMALL = {"transforms": ["grad", "vmap"], "max_depth": 2, "outer_autograd": False}
@@ -213,24 +214,6 @@ def test_a_position_is_one_entry_of_its_group_and_the_shrinker_can_decode_it_alo
 
         decode.hypothesis.fuzz_one_input(stream_buffer(3, 0, k))
         assert seen == [case]
-
-
-def test_shrink_jobs_get_at_most_their_share_of_worker_time(tmp_path: Path) -> None:
-    """NOTE [campaign driver]: a job is handed out only while shrinking used at most shrink_share of the
-    workers' time so far; an in-process campaign shrinks each finding right away."""
-    campaign = Campaign(CampaignConfig(out=tmp_path, seed=1, workers=2, shrink_share=0.25))
-    campaign.stats.elapsed_before = 100.0  # 100 s x 2 workers: 50 core-seconds may go to shrinking
-    campaign.stats.seconds["shrink"] = 45.0
-    assert campaign._shrink_time_left()
-    campaign.stats.seconds["shrink"] = 55.0
-    assert not campaign._shrink_time_left()
-    campaign.slots[0].job_started = time.monotonic() - 10.0  # a running job counts from its start
-    campaign.stats.seconds["shrink"] = 45.0
-    campaign.slots[0].job = object()  # type: ignore[assignment]
-    assert not campaign._shrink_time_left()
-    inline = Campaign(CampaignConfig(out=tmp_path / "inline", seed=1, workers=0))
-    inline.stats.seconds["shrink"] = 1e9
-    assert inline._shrink_time_left()
 
 
 def test_coverage_counts_cells_and_round_trips() -> None:

@@ -1,0 +1,143 @@
+"""A campaign's configuration and counters: what ``affuzz run`` was asked for (:class:`CampaignConfig`,
+saved in ``state.json`` for ``--resume``) and what it has counted so far (:class:`Stats`)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..triage.shrink import DEFAULT_BUDGET
+
+
+@dataclass
+class CampaignConfig:
+    out: Path
+    seed: int
+    duration: float | None = 60.0  # total seconds (a resumed campaign counts the time before, too)
+    max_cases: int | None = None
+    verify_python: str = sys.executable
+    case_timeout: float | None = 60.0  # seconds per case and oracle; over it the case is a hang finding
+    shrink_budget: int = DEFAULT_BUDGET  # case runs one shrink may spend (NOTE [shrinking]); 0: no shrinking
+    shrink_grace: float | None = None  # seconds to wait for queued shrinks at the end (None: all of them)
+    strategy_kwargs: dict[str, Any] = field(default_factory=dict)  # strategies.cases(**strategy_kwargs)
+    workers: int = 0  # 0: everything in this process; N: N worker processes (or Ray actors)
+    ray: str | None = None  # a Ray cluster address ("auto", "HOST:PORT"): workers are Ray actors
+    steer: bool = True  # NOTE [steering]
+    recycle_cases: int | None = 20_000  # a worker is replaced after this many cases ...
+    max_rss_mb: float | None = 4096.0  # ... or once it is larger than this
+    slice_seconds: float = 1.0  # the length of one fuzz command (NOTE [campaign driver])
+    stats_interval: float = 5.0  # seconds between stats.json rewrites (and plain status lines)
+    rss_interval: float = 60.0  # seconds between samples of the memory history (stats.json, summary)
+    command: str = "affuzz run"
+
+    hang_limit: float | None = None  # silence before a worker is killed as hung (default 2 x timeout + 30 s)
+    family_limit: int = 3  # NOTE [bucket families]: stacks shrunk per family; 0: every one
+    shrink_share: float = 0.25  # NOTE [campaign driver]: most of the worker time shrink jobs may take
+
+    @property
+    def silence_limit(self) -> float:
+        """Seconds a worker may stay silent before it is killed and its case recorded as a hang."""
+        if self.hang_limit is not None:
+            return self.hang_limit
+        return 2 * (self.case_timeout or 60.0) + 30.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed,
+            "duration": self.duration,
+            "max_cases": self.max_cases,
+            "case_timeout": self.case_timeout,
+            "shrink_budget": self.shrink_budget,
+            "shrink_grace": self.shrink_grace,
+            "strategy_kwargs": self.strategy_kwargs,
+            "workers": self.workers,
+            "ray": self.ray,
+            "steer": self.steer,
+            "recycle_cases": self.recycle_cases,
+            "max_rss_mb": self.max_rss_mb,
+            "hang_limit": self.hang_limit,
+            "family_limit": self.family_limit,
+            "shrink_share": self.shrink_share,
+            "command": self.command,
+        }
+
+    @classmethod
+    def from_json(cls, out: Path, d: dict[str, Any]) -> CampaignConfig:
+        return cls(out=out, **{k: v for k, v in d.items() if k in cls.__dataclass_fields__ and k != "out"})
+
+
+@dataclass
+class Stats:
+    cases: int = 0
+    invalid: int = 0
+    skipped: int = 0  # draws steering did not run (NOTE [steering])
+    internal_errors: int = 0
+    float32_noise: int = 0  # float32 disagreements that vanished in float64 (not findings)
+    worker_restarts: int = 0  # workers that died or hung and were replaced
+    worker_recycles: int = 0  # workers replaced after recycle_cases or max_rss_mb
+    shrink_worker_crashes: int = 0  # workers that died in a shrink job
+    metamorphic: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    feature_counts: Counter[str] = field(default_factory=Counter)  # cases exercising each feature tag
+    transform_counts: Counter[str] = field(default_factory=Counter)  # cases with each transform in the stack
+    verdicts: Counter[str] = field(default_factory=Counter)
+    limitations: Counter[str] = field(default_factory=Counter)
+    not_applicable: Counter[str] = field(default_factory=Counter)  # NOTE [valid comparisons]: reason -> count
+    seconds: Counter[str] = field(default_factory=Counter)  # worker time: generate, torch, case, shrink
+    elapsed_before: float = 0.0  # seconds run before a resume
+    last_bucket_elapsed: float = 0.0
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def elapsed(self) -> float:
+        return self.elapsed_before + time.monotonic() - self.started
+
+    @property
+    def rate(self) -> float:
+        return self.cases / self.elapsed if self.elapsed > 0 else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cases": self.cases,
+            "invalid": self.invalid,
+            "skipped": self.skipped,
+            "internal_errors": self.internal_errors,
+            "float32_noise": self.float32_noise,
+            "worker_restarts": self.worker_restarts,
+            "worker_recycles": self.worker_recycles,
+            "shrink_worker_crashes": self.shrink_worker_crashes,
+            "metamorphic": {o: dict(c) for o, c in self.metamorphic.items()},
+            "feature_counts": dict(self.feature_counts),
+            "transform_counts": dict(self.transform_counts),
+            "verdicts": dict(self.verdicts),
+            "limitations": dict(self.limitations),
+            "not_applicable": dict(self.not_applicable),
+            "seconds": dict(self.seconds),
+            "elapsed": self.elapsed,
+            "last_bucket_elapsed": self.last_bucket_elapsed,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Stats:
+        s = cls()
+        for name in (
+            "cases",
+            "invalid",
+            "skipped",
+            "internal_errors",
+            "float32_noise",
+            "worker_restarts",
+            "worker_recycles",
+            "shrink_worker_crashes",
+        ):
+            setattr(s, name, int(d.get(name, 0)))
+        for o, c in d.get("metamorphic", {}).items():
+            s.metamorphic[o].update(c)
+        for name in ("feature_counts", "transform_counts", "verdicts", "limitations", "not_applicable", "seconds"):
+            getattr(s, name).update(d.get(name, {}))
+        s.elapsed_before = float(d.get("elapsed", 0.0))
+        s.last_bucket_elapsed = float(d.get("last_bucket_elapsed", 0.0))
+        return s

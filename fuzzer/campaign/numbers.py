@@ -1,0 +1,166 @@
+"""A campaign's numbers: ``stats.json`` and the live view (:func:`live`), ``summary.json`` (:func:`summary`).
+Read from the driver's counters and book; written by the driver."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from ..ir.case import TRANSFORMS
+from ..ir.features import ALL_FEATURES
+from ..ir.verdicts import ALL_VERDICTS
+from .worker import rss_mb
+
+if TYPE_CHECKING:
+    from .driver import Campaign
+
+
+def live(c: Campaign, updated: str) -> dict[str, Any]:
+    """The numbers of ``stats.json`` and the live view."""
+    s = c.stats
+    cfg = c.config
+    elapsed = s.elapsed
+    now = time.monotonic()
+    workers = []
+    for slot in c.slots:
+        h = slot.handle
+        up = now - slot.started
+        workers.append(
+            {
+                "slot": slot.index,
+                "pid": h.pid if h is not None else None,
+                "cases": slot.cases,
+                "cases_per_second": round(slot.cases_since_start / up, 2) if up > 0 else 0.0,
+                "restarts": slot.restarts,
+                "recycles": slot.recycles,
+                "rss_mb": round(slot.rss_mb, 1),
+                "doing": "shrinking" if slot.job is not None else ("fuzzing" if h and h.command else "idle"),
+                "next_position": slot.next,
+            }
+        )
+    verified = sum(b.status == "verified" for b in c.buckets.values())
+    return {
+        "schema_version": 1,
+        "updated": updated,
+        "seed": cfg.seed,
+        "torch_version": c.torch_version,
+        "transport": c.transport,
+        "elapsed_seconds": round(elapsed, 3),
+        "remaining_seconds": round(max(0.0, cfg.duration - elapsed), 3) if cfg.duration is not None else None,
+        "cases": s.cases,
+        "cases_per_second": round(s.cases / elapsed, 3) if elapsed > 0 else 0.0,
+        "workers": len(c.slots),
+        "worker_stats": workers,
+        "buckets": len(c.buckets),
+        "verified_buckets": verified,
+        "seconds_since_new_bucket": round(elapsed - s.last_bucket_elapsed, 3),
+        "shrinks_queued": len(c.scheduler.queue),
+        "shrinks_queued_max": max((q[1] for q in c.queue_history), default=len(c.scheduler.queue)),
+        "worker_restarts": s.worker_restarts,
+        "worker_recycles": s.worker_recycles,
+        "crashes": s.verdicts.get("crash", 0),
+        "hangs": s.verdicts.get("hang", 0),
+        "verdicts": {v: s.verdicts.get(v, 0) for v in ALL_VERDICTS},
+        "skipped_by_steering": s.skipped,
+        "invalid_inputs": s.invalid,
+        "internal_errors": s.internal_errors,
+        "coverage": {
+            **c.coverage.saturation(ALL_FEATURES, TRANSFORMS),
+            "cells": c.coverage.to_json()["cells"],
+        },
+        "shrinking": c.shrinking,
+        "max_cases": cfg.max_cases,
+        "recent_buckets": [
+            {
+                "id": b.signature.id,
+                "transforms": list(b.signature.skeleton),
+                "signature_features": list(b.signature.features),
+                "hits": b.hits,
+                "lines_before": b.published.shrink.get("lines_before"),
+                "lines_after": b.published.shrink.get("lines_after"),
+                "status": b.status,
+            }
+            for b in list(c.buckets.values())[-6:]
+        ],
+        "rss_mb": {
+            "driver": round(rss_mb(), 1),
+            "workers": round(sum(w["rss_mb"] for w in workers), 1),
+        },
+        "worker_seconds": {k: round(v, 3) for k, v in s.seconds.items()},
+        "startup_seconds": round(c.startup_seconds, 3) if c.startup_seconds is not None else None,
+        "rss_history": c.rss_history,
+        "queue_history": c.queue_history,
+    }
+
+
+def shrink_stats(c: Campaign) -> dict[str, Any]:
+    seconds = sorted(t for b in c.buckets.values() for t in b.shrink_seconds)
+    return {
+        "budget": c.config.shrink_budget,
+        "shrinks": len(seconds),
+        "seconds_total": round(sum(seconds), 3),
+        "seconds_median": seconds[len(seconds) // 2] if seconds else None,
+        "seconds_max": seconds[-1] if seconds else None,
+        "unshrunk": sum(1 for b in c.buckets.values() if "skipped" in b.published.shrink),
+        "worker_crashes": c.stats.shrink_worker_crashes,
+    }
+
+
+def summary(c: Campaign) -> dict[str, Any]:
+    s = c.stats
+    elapsed = c.elapsed if c.elapsed is not None else s.elapsed
+    return {
+        "schema_version": 1,
+        "seed": c.config.seed,
+        "torch_version": c.torch_version,
+        "python_version": sys.version.split()[0],
+        "cases": s.cases,
+        "invalid_inputs": s.invalid,
+        "skipped_by_steering": s.skipped,
+        "workers": len(c.slots),
+        "transport": c.transport,
+        "worker_restarts": s.worker_restarts,
+        "worker_recycles": s.worker_recycles,
+        "worker_seconds": {k: round(v, 3) for k, v in s.seconds.items()},
+        "startup_seconds": round(c.startup_seconds, 3) if c.startup_seconds is not None else None,
+        "rss_history": c.rss_history,
+        "queue_history": c.queue_history,
+        "coverage": {
+            **c.coverage.saturation(ALL_FEATURES, TRANSFORMS),
+            "cells": c.coverage.to_json()["cells"],
+        },
+        "elapsed_seconds": round(elapsed, 3),
+        "cases_per_second": round(s.cases / elapsed, 2) if elapsed else 0.0,
+        "verdicts": {v: s.verdicts.get(v, 0) for v in ALL_VERDICTS},
+        "expected_by_limitation": dict(s.limitations),
+        "not_applicable_by_reason": dict(s.not_applicable),  # every oracle (NOTE [valid comparisons])
+        "internal_errors": s.internal_errors,
+        "float32_noise": s.float32_noise,
+        "metamorphic_verdicts": {o: dict(c) for o, c in s.metamorphic.items()},
+        "shrink": shrink_stats(c),
+        "feature_counts": {t: s.feature_counts.get(t, 0) for t in ALL_FEATURES},
+        "transform_counts": {t: s.transform_counts.get(t, 0) for t in TRANSFORMS},
+        "buckets": [
+            {
+                "id": b.signature.id,
+                "signature": b.signature.text,
+                "verdict": b.signature.verdict,
+                "oracle": b.signature.oracle,
+                "transforms": list(b.signature.skeleton),
+                "features": list(b.published.features),
+                "signature_features": list(b.signature.features),
+                "hits": b.hits,
+                "raw_signatures": b.raw_signatures,
+                "stacks": dict(c.book.stacks.get(b.signature.id, {})),  # "oracle: stack" -> hits
+                "status": b.status,
+                "triage": b.published.extra.get("triage"),
+                "shrink_seconds": b.shrink_seconds,
+                "repro_lines": b.published.shrink.get("lines_after"),
+                "seconds_to_find": round(b.first.seconds_to_find, 3),
+                "cases_to_find": b.first.cases_to_find,
+                "path": str(b.path.relative_to(c.config.out)) if b.path else None,
+            }
+            for b in c.buckets.values()
+        ],
+    }

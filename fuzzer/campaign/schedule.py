@@ -1,0 +1,156 @@
+"""Which command an idle worker gets next (NOTE [campaign driver]): the driver's scheduling, without I/O.
+
+:class:`Scheduler` decides and records the decision on the :class:`Slot`; the driver sends the command
+and handles the answer. Unit-tested on its own (tests/campaign/test_schedule.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..triage.buckets import KnownBuckets, ShrinkJob
+from .protocol import Fuzz, Job
+
+#: Stream positions one command to a worker without beats (a Ray actor) may look at.
+RAY_SPAN = 64
+#: The most cases one fuzz command may ask for.
+MAX_COMMAND_CASES = 10_000
+
+
+@dataclass
+class Slot:
+    """A worker slot: its stream position and the worker serving it (NOTE [worker streams])."""
+
+    index: int
+    next: int = 0  # the first stream position with no report yet
+    skip: set[int] = field(default_factory=set)  # positions that killed a worker
+    careful_until: int = 0  # positions before this run one command each (NOTE [transports])
+    restarts: int = 0
+    recycles: int = 0
+    cases: int = 0
+    handle: Any = None  # its transport Handle (fuzzer.campaign.transport), None before the first start
+    job: ShrinkJob | None = None
+    rss_mb: float = 0.0
+    just_shrunk: bool = False  # its last command was a job (NOTE [campaign driver])
+    job_started: float = 0.0  # when its job was sent
+    buckets_sent: int = -1  # the book version its worker knows (-1: a new worker, none)
+    started: float = field(default_factory=time.monotonic)
+    cases_since_start: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "next": self.next,
+            "skip": sorted(self.skip),
+            "restarts": self.restarts,
+            "recycles": self.recycles,
+            "cases": self.cases,
+        }
+
+
+class Scheduler:
+    """NOTE [campaign driver]: a shrink job when one is queued (value_mismatch first; at most half the
+    workers at once, never twice in a row on one worker, only while shrink jobs have taken at most
+    ``shrink_share`` of the worker time so far; every worker once the campaign is stopping), else a
+    slice of the worker's stream. In-process campaigns (``in_process``) run one case per command and
+    shrink right away, so a seed's cases, verdicts and buckets repeat exactly."""
+
+    def __init__(
+        self,
+        slots: list[Slot],
+        *,
+        shrink_share: float,
+        shrink_budget: int,
+        slice_seconds: float,
+        max_cases: int | None,
+        in_process: bool,
+    ) -> None:
+        self.slots = slots
+        self.queue: list[ShrinkJob] = []
+        self.shrink_share = shrink_share
+        self.shrink_budget = shrink_budget
+        self.slice_seconds = slice_seconds
+        self.max_cases = max_cases
+        self.in_process = in_process
+
+    @property
+    def running(self) -> list[ShrinkJob]:
+        return [s.job for s in self.slots if s.job is not None]
+
+    def shrink_time_left(self, shrink_seconds: float, elapsed: float, now: float) -> bool:
+        """Whether shrink jobs have used at most ``shrink_share`` of the worker time so far (``shrink_seconds``
+        of finished jobs, running ones from their start). In-process campaigns shrink right away."""
+        if self.in_process:
+            return True
+        used = shrink_seconds + sum(now - s.job_started for s in self.slots if s.job is not None)
+        return used <= self.shrink_share * elapsed * len(self.slots)
+
+    def may_shrink(self, slot: Slot, *, stopping: bool, time_left: bool) -> bool:
+        if stopping:
+            return True
+        shrinking = sum(1 for s in self.slots if s.job is not None)
+        return shrinking < (len(self.slots) + 1) // 2 and not slot.just_shrunk and time_left
+
+    def command(
+        self,
+        slot: Slot,
+        *,
+        stopping: bool,
+        grace_over: bool,
+        cases: int,
+        in_flight: int,
+        knows_current_case: bool,
+        shrink_seconds: float,
+        elapsed: float,
+        known_version: int,
+        known: Callable[[], KnownBuckets],
+        now: float | None = None,
+    ) -> Fuzz | Job | None:
+        """The next command for ``slot``'s idle worker (None: nothing to do now); records it on the slot.
+        ``cases``: cases reported so far; ``in_flight``: cases asked of workers and not yet reported."""
+        now = time.monotonic() if now is None else now
+        time_left = self.shrink_time_left(shrink_seconds, elapsed, now)
+        if self.queue and not grace_over and self.may_shrink(slot, stopping=stopping, time_left=time_left):
+            slot.just_shrunk = True
+            job = min(self.queue, key=lambda j: j.raw.verdict != "value_mismatch")
+            self.queue.remove(job)
+            slot.job, slot.job_started = job, now
+            return Job(
+                id=job.raw.id,
+                goal=job.goal,
+                case=job.case,
+                buffer=job.buffer,
+                position=job.position,
+                budget=self.shrink_budget,
+                buckets=known(),
+            )
+        if stopping:
+            return None
+        left = None if self.max_cases is None else self.max_cases - cases - in_flight
+        if left is not None and left <= 0:
+            return None
+        slot.just_shrunk = False
+        if slot.next < slot.careful_until:
+            return Fuzz(start=slot.next, max_cases=1, seconds=0.0, skip=frozenset(slot.skip), careful=True, span=1)
+        span = None
+        if self.in_process:
+            cap = 1  # one case per command, jobs right after it
+        else:
+            cap = MAX_COMMAND_CASES if left is None else max(1, left // max(1, len(self.slots)))
+            if not knows_current_case:
+                span = RAY_SPAN  # what a careful re-run has to cover after a death (NOTE [transports])
+        buckets = None
+        if slot.buckets_sent != known_version:
+            slot.buckets_sent = known_version
+            buckets = known()
+        return Fuzz(
+            start=slot.next,
+            max_cases=cap,
+            seconds=self.slice_seconds,
+            skip=frozenset(slot.skip),
+            span=span,
+            buckets=buckets,
+        )

@@ -1,0 +1,184 @@
+"""Findings on disk, and their verification in a fresh process.
+
+A finding is staged under ``OUT/.pending/<signature id>/``: ``case.json`` (the shrunk case),
+``original.json`` (the case as the campaign drew it), ``repro.py`` and ``test_repro.py`` (NOTE [repro
+styles] in :mod:`fuzzer.codegen.render`). Its ``repro.py`` is run with a fresh interpreter, and only if that
+exits 1 and prints the finding's verdict is ``finding.json`` written and the directory renamed to
+``OUT/findings/<signature id>/`` (see NOTE [the repro is what runs] in :mod:`fuzzer.judge.execute`). A repro
+that does not reproduce is kept under ``OUT/unverified/`` with the output it printed, and is not
+reported. The campaign verifies on one background thread (:class:`Verifier`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from ..codegen.render import render
+from ..ir.files import atomic_write_json, atomic_write_text
+from ..ir.serde import dumps
+from ..triage.buckets import Bucket
+from .findings import Finding
+from .forkserver import ForkServer
+
+
+def stage(out: Path, finding: Finding) -> Path:
+    d = out / ".pending" / finding.signature.id
+    if d.exists():
+        shutil.rmtree(d)
+    d.mkdir(parents=True)
+    oracle = finding.signature.oracle
+    atomic_write_text(d / "case.json", dumps(finding.case))
+    if finding.original is not None and finding.original != finding.case:
+        atomic_write_text(d / "original.json", dumps(finding.original))
+    # a slow finding needs the timing of the full script (NOTE [slow findings])
+    if finding.signature.verdict == "slow":
+        repro = render(finding.case, header=finding.header(), oracle=oracle)
+    else:
+        repro = render(finding.case, header=finding.short_header(), oracle=oracle, style="repro")
+    atomic_write_text(d / "repro.py", repro)
+    atomic_write_text(
+        d / "test_repro.py", render(finding.case, header=finding.short_header(), oracle=oracle, style="pytest")
+    )
+    return d
+
+
+def run_repro(repro: Path, *, python: str = sys.executable, timeout: float = 600.0) -> dict[str, Any]:
+    """Run a repro script in a fresh interpreter; returns exit code, seconds and the output tail."""
+    start = time.monotonic()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    try:
+        proc = subprocess.run(
+            [python, repro.name],
+            cwd=repro.parent,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+        )
+        code, output = proc.returncode, (proc.stdout + proc.stderr)
+    except subprocess.TimeoutExpired as e:
+        code, output = None, f"timed out after {timeout} s\n{e.stdout or ''}"
+    return {
+        "exit_code": code,
+        "seconds": round(time.monotonic() - start, 3),
+        "python": python,
+        "method": "subprocess",
+        "output_tail": output[-2000:],
+    }
+
+
+def verify_and_publish(
+    out: Path,
+    staged: Path,
+    finding: Finding,
+    *,
+    python: str = sys.executable,
+    case_timeout: float | None = 60.0,
+    server: ForkServer | None = None,
+) -> tuple[bool, Path]:
+    """Run the staged repro in a fresh process (a fork-server child when ``server`` is given, see NOTE
+    [verification fork server]); publish it as a finding if it exited 1 *and* printed the same verdict
+    (an unexpected crash also exits 1). A ``crash`` is verified by a plain run killed by a signal. A ``hang`` is verified by a plain run that does not finish within
+    twice the per-case timeout, plus start-up. Returns (verified, final dir)."""
+    verdict = finding.signature.verdict
+    if verdict == "hang":
+        result = run_repro(staged / "repro.py", python=python, timeout=2 * (case_timeout or 60.0) + 30)
+        verified = result["exit_code"] is None
+    elif verdict == "crash":
+        # a worker died on this case (NOTE [campaign driver]): the repro must die by a signal too
+        result = run_repro(staged / "repro.py", python=python, timeout=2 * (case_timeout or 60.0) + 30)
+        verified = result["exit_code"] is not None and result["exit_code"] < 0
+    else:
+        if server is not None:
+            code, output, seconds = server.run(staged / "repro.py")
+            result = {
+                "exit_code": code,
+                "seconds": round(seconds, 3),
+                "python": python,
+                "method": "fork server",
+                "output_tail": output[-2000:],
+            }
+        else:
+            result = run_repro(staged / "repro.py", python=python)
+        verified = result["exit_code"] == 1 and f"verdict: {verdict}" in result["output_tail"]
+    dest_root = out / ("findings" if verified else "unverified")
+    dest_root.mkdir(parents=True, exist_ok=True)
+    dest = dest_root / staged.name
+    atomic_write_json(staged / "finding.json", finding.record(result))
+    if dest.exists():
+        shutil.rmtree(dest)
+    os.replace(staged, dest)
+    return verified, dest
+
+
+class Verifier:
+    """Verifies staged findings on one background thread (NOTE [the repro is what runs]); a verified
+    finding becomes its bucket's published one. The driver stages, submits and collects; nothing here
+    touches the bucket book except a bucket's ``status``, ``path`` and ``finding``."""
+
+    def __init__(
+        self,
+        out: Path,
+        *,
+        python: str,
+        case_timeout: float | None,
+        log: Callable[[str], None],
+    ) -> None:
+        self.out = out
+        self.python = python
+        self.case_timeout = case_timeout
+        self.log = log
+        self.server: ForkServer | None = None  # started by start(), used by the verification thread only
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="affuzz-verify")
+        self._futures: list[tuple[Bucket[Finding], Future[None]]] = []
+
+    def start(self) -> None:
+        self.server = ForkServer(self.python)
+
+    def submit(self, bucket: Bucket[Finding], finding: Finding) -> None:
+        """Stage ``finding`` and verify it on the thread; on success it becomes the bucket's published
+        repro, on failure a pending bucket becomes ``unverified``."""
+        staged = stage(self.out, finding)
+        sig = bucket.signature
+        server = self.server
+
+        def verify() -> None:
+            try:
+                ok, path = verify_and_publish(
+                    self.out, staged, finding, python=self.python, case_timeout=self.case_timeout, server=server
+                )
+            except Exception:  # noqa: BLE001 (a verification failure must not end the campaign)
+                ok, path = False, None
+                self.log(f"--- verifying {sig.id}\n{traceback.format_exc()}")
+            if ok:
+                bucket.status, bucket.path, bucket.finding = "verified", path, finding
+            elif bucket.status == "pending":
+                bucket.status, bucket.path = "unverified", path
+
+        self._futures.append((bucket, self._pool.submit(verify)))
+
+    @property
+    def pending(self) -> int:
+        return sum(1 for _, f in self._futures if not f.done())
+
+    def collect(self) -> list[Bucket[Finding]]:
+        """The buckets whose verification finished since the last call."""
+        done = [(b, f) for b, f in self._futures if f.done()]
+        self._futures = [(b, f) for b, f in self._futures if not f.done()]
+        for _, fut in done:
+            fut.result()
+        return [b for b, _ in done]
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        if self.server is not None:
+            self.server.close()

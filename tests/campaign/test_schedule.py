@@ -1,0 +1,114 @@
+"""The driver's scheduling (NOTE [campaign driver]) without workers or torch: which command an idle
+worker gets."""
+
+from __future__ import annotations
+
+from fuzzer.campaign.protocol import Fuzz, Job
+from fuzzer.campaign.schedule import MAX_COMMAND_CASES, RAY_SPAN, Scheduler, Slot
+from fuzzer.ir.case import Case
+from fuzzer.judge.execute import Outcome, Side
+from fuzzer.triage.buckets import KnownBucket, KnownBuckets, ShrinkJob
+from fuzzer.triage.shrink import Goal
+from fuzzer.triage.signature import Signature
+
+KNOWN = KnownBuckets((KnownBucket("b", Goal("value_mismatch", "o", ()), ("grad",)),))
+
+
+def job(case: Case, verdict: str, name: str) -> ShrinkJob:
+    sig = Signature(verdict, "functorch_vs_create_graph", (name,), ())
+    outcome = Outcome(verdict, Side("0", None, None), Side("1", None, None), 0.0)
+    return ShrinkJob(sig, Goal(verdict, sig.oracle, ()), case, outcome, b"", 1.0, 1)
+
+
+def scheduler(workers: int, **kw) -> Scheduler:
+    slots = [Slot(i) for i in range(workers)]
+    args = dict(shrink_share=0.25, shrink_budget=50, slice_seconds=1.0, max_cases=None, in_process=workers == 0)
+    args.update(kw)
+    return Scheduler(slots or [Slot(0)], **args)
+
+
+def ask(s: Scheduler, slot: Slot, **kw) -> Fuzz | Job | None:
+    args = dict(
+        stopping=False,
+        grace_over=False,
+        cases=0,
+        in_flight=0,
+        knows_current_case=True,
+        shrink_seconds=0.0,
+        elapsed=100.0,
+        known_version=0,
+        known=lambda: KNOWN,
+        now=1000.0,
+    )
+    args.update(kw)
+    return s.command(slot, **args)
+
+
+def test_shrink_jobs_get_at_most_their_share_of_worker_time() -> None:
+    s = scheduler(2)
+    # 100 s x 2 workers: 50 core-seconds may go to shrinking
+    assert s.shrink_time_left(45.0, 100.0, now=1000.0)
+    assert not s.shrink_time_left(55.0, 100.0, now=1000.0)
+    s.slots[0].job, s.slots[0].job_started = object(), 990.0  # type: ignore[assignment] # running: from its start
+    assert not s.shrink_time_left(45.0, 100.0, now=1000.0)
+    assert scheduler(0).shrink_time_left(1e9, 1.0, now=1000.0)  # in process: shrink right away
+
+
+def test_value_mismatch_jobs_go_first_to_at_most_half_the_workers(seed_case: Case) -> None:
+    s = scheduler(4)
+    s.queue += [job(seed_case, "torch_bug_error", "a"), job(seed_case, "value_mismatch", "b")]
+    first = ask(s, s.slots[0])
+    assert isinstance(first, Job) and first.id == s.slots[0].job.raw.id and "value_mismatch" in first.id
+    assert first.buckets == KNOWN and first.budget == 50
+    second = ask(s, s.slots[1])
+    assert isinstance(second, Job) and s.queue == []
+    s.queue.append(job(seed_case, "value_mismatch", "c"))
+    assert isinstance(ask(s, s.slots[2]), Fuzz)  # two of four shrink already
+    s.slots[0].job = None
+    assert isinstance(ask(s, s.slots[0]), Fuzz)  # just shrunk: fuzzes next
+    assert isinstance(ask(s, s.slots[0]), Job)
+
+
+def test_no_job_past_the_share_until_stopping_then_every_worker_shrinks(seed_case: Case) -> None:
+    s = scheduler(2)
+    s.queue += [job(seed_case, "value_mismatch", "a"), job(seed_case, "value_mismatch", "b")]
+    assert isinstance(ask(s, s.slots[0], shrink_seconds=60.0), Fuzz)
+    assert isinstance(ask(s, s.slots[0], shrink_seconds=60.0, stopping=True), Job)
+    assert isinstance(ask(s, s.slots[1], shrink_seconds=60.0, stopping=True), Job)
+    assert ask(s, s.slots[1], stopping=True) is None  # nothing queued, no more fuzzing
+    s.queue.append(job(seed_case, "value_mismatch", "c"))
+    assert ask(s, s.slots[1], stopping=True, grace_over=True) is None
+
+
+def test_fuzz_commands_split_the_cases_left_and_send_the_book_once(seed_case: Case) -> None:
+    s = scheduler(2, max_cases=1000)
+    slot = s.slots[0]
+    slot.next, slot.skip = 40, {41}
+    cmd = ask(s, slot, cases=100, in_flight=300, known_version=3)
+    assert isinstance(cmd, Fuzz)
+    assert (cmd.start, cmd.max_cases, cmd.skip, cmd.span, cmd.buckets) == (40, 300, frozenset({41}), None, KNOWN)
+    again = ask(s, slot, cases=100, in_flight=300, known_version=3)
+    assert isinstance(again, Fuzz) and again.buckets is None  # the worker knows version 3 already
+    assert ask(s, slot, cases=700, in_flight=300) is None  # every case is asked for
+    unlimited = scheduler(2)
+    assert ask(unlimited, unlimited.slots[0]).max_cases == MAX_COMMAND_CASES
+
+
+def test_careful_reruns_and_workers_without_beats(seed_case: Case) -> None:
+    s = scheduler(2)
+    slot = s.slots[1]
+    slot.next, slot.careful_until = 10, 12
+    cmd = ask(s, slot)
+    assert isinstance(cmd, Fuzz) and (cmd.start, cmd.max_cases, cmd.span, cmd.careful) == (10, 1, 1, True)
+    slot.next = 12
+    ray = ask(s, slot, knows_current_case=False)
+    assert isinstance(ray, Fuzz) and ray.span == RAY_SPAN and not ray.careful
+
+
+def test_in_process_runs_one_case_per_command_and_shrinks_right_away(seed_case: Case) -> None:
+    s = scheduler(0)
+    cmd = ask(s, s.slots[0])
+    assert isinstance(cmd, Fuzz) and cmd.max_cases == 1
+    s.queue.append(job(seed_case, "torch_bug_error", "a"))
+    s.slots[0].just_shrunk = False
+    assert isinstance(ask(s, s.slots[0], shrink_seconds=1e9), Job)

@@ -62,3 +62,14 @@ def test_every_note_reference_names_a_note_defined_once_where_it_says() -> None:
             if target not in (module_name(defined_in), defined_in.name):
                 problems.append(f"{where}: NOTE [{name}] in {module}, but it is in {defined_in.relative_to(ROOT)}")
     assert problems == []
+
+
+def test_the_bucket_book_and_the_scheduler_run_without_torch() -> None:
+    """Their unit tests (tests/triage/test_buckets.py, tests/campaign/test_schedule.py) need no torch."""
+    code = (
+        "import sys; import fuzzer.triage.buckets, fuzzer.campaign.schedule, fuzzer.publish.findings; "
+        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"

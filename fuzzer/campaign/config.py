@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..ir.oracles import MAIN
 from ..triage.shrink import DEFAULT_BUDGET
+from .protocol import CaseReport
 
 
 @dataclass
@@ -94,6 +96,27 @@ class Stats:
     @property
     def elapsed(self) -> float:
         return self.elapsed_before + time.monotonic() - self.started
+
+    def count(self, r: CaseReport) -> None:
+        """Count one case a worker reported (its findings are the bucket book's)."""
+        self.cases += 1
+        self.feature_counts.update(r.features)
+        self.transform_counts.update(set(r.transforms))
+        self.seconds["generate"] += r.generate_seconds
+        self.seconds["torch"] += r.torch_seconds
+        self.seconds["case"] += r.seconds
+        self.seconds["triage"] += r.triage_seconds
+        self.float32_noise += r.float32_noise
+        for oracle, verdict, limitation in r.verdicts:
+            if verdict == "not_applicable":
+                self.not_applicable[limitation or "-"] += 1
+            if oracle == MAIN:
+                self.verdicts[verdict] += 1
+                if limitation and verdict == "expected":
+                    self.limitations[limitation] += 1
+            else:
+                self.metamorphic[oracle][verdict] += 1
+        self.internal_errors += len(r.internal_errors)
 
     @property
     def rate(self) -> float:

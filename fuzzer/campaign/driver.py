@@ -25,28 +25,19 @@ are published unshrunk, still verified, with ``"skipped"`` in their ``shrink`` r
 With ``workers=0`` everything runs in this process, one case per command, each job right after the case
 that found it: the cases, verdicts and buckets of a seed repeat exactly (tests rely on it).
 
-NOTE [campaign files]
-Under OUT the driver writes ``findings/<bucket>/`` (and ``unverified/``), ``stats.json`` (rewritten
-atomically every ``stats_interval`` seconds: the numbers the live view shows), ``events.jsonl``
-(append-only, one JSON object a line: ``start``, ``stop``, ``new_bucket``, ``crash``, ``hang``,
-``worker_restart``), ``state.json`` (NOTE [resume] in :mod:`fuzzer.campaign.state`), ``internal-errors.log``,
-``hypothesis/`` (NOTE [hypothesis settings]) and, at the end, ``summary.json`` and ``report.md``.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
 from typing import Any
 
 from ..gen.coverage import Coverage
 from ..gen.streams import Decoder, database_dir, stream_buffer
 from ..ir.case import Case
-from ..ir.errors import AffuzzError
 from ..ir.features import features
 from ..ir.files import atomic_write_json
 from ..ir.oracles import MAIN
@@ -58,18 +49,11 @@ from ..triage.buckets import Bucket, BucketBook, RawFinding, ShrinkJob
 from ..triage.signature import Signature, skeleton
 from . import numbers, state
 from .config import CampaignConfig, Stats
+from .outdir import OutDir, now_iso
 from .protocol import CaseReport, Fuzz, FuzzResult, Job, JobResult, WorkerInit
 from .schedule import Scheduler, Slot
 from .transport import InProcess, LocalProcess, RayActor, wait
 from .worker import rss_mb
-
-
-class CampaignBusy(AffuzzError, RuntimeError):
-    """Another driver holds OUT's lock."""
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 class Campaign:
@@ -105,8 +89,7 @@ class Campaign:
         self._stop = 0  # signals received
         self._decoder = Decoder(config.seed, config.strategy_kwargs)
         self.transport = "ray" if config.ray else ("process" if config.workers else "in-process")
-        self._events_fd: int | None = None
-        self._lock_fd: int | None = None
+        self.outdir = OutDir(config.out)
         self._dirty = False
         self._resumed = resume is not None
         self.elapsed: float | None = None  # the campaign's length, once it has stopped
@@ -139,48 +122,22 @@ class Campaign:
     # ------------------------------------------------------------------------------------ OUT
 
     def event(self, name: str, **fields: Any) -> None:
-        """Append one line to ``events.jsonl`` (one write per line: a kill leaves no torn line)."""
-        record = {"time": _now(), "elapsed": round(self.stats.elapsed, 3), "event": name, **fields}
-        line = (json.dumps(record, sort_keys=False) + "\n").encode()
-        if self._events_fd is None:
-            path = self.config.out / "events.jsonl"
-            self._events_fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        os.write(self._events_fd, line)
+        self.outdir.event(self.stats.elapsed, name, **fields)
 
     def log_internal(self, text: str) -> None:
-        with (self.config.out / "internal-errors.log").open("a", encoding="utf-8") as fh:
-            fh.write(text if text.endswith("\n") else text + "\n")
-
-    def _lock(self) -> None:
-        """One driver per OUT: a second one (say, ``--resume`` while the first still runs) is refused."""
-        import fcntl
-
-        path = self.config.out / ".lock"
-        self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = os.pread(self._lock_fd, 32, 0).decode(errors="replace").strip() or "?"
-            os.close(self._lock_fd)
-            self._lock_fd = None
-            raise CampaignBusy(
-                f"{self.config.out}: another affuzz driver (pid {holder}) is running this campaign; "
-                "wait for it to stop or stop it (Ctrl-C, kill -TERM)"
-            ) from None
-        os.ftruncate(self._lock_fd, 0)
-        os.pwrite(self._lock_fd, str(os.getpid()).encode(), 0)
+        self.outdir.log_internal(text)
 
     def save_state(self) -> None:
         """NOTE [resume]: everything ``--resume`` needs, replaced atomically."""
         self._dirty = False
-        atomic_write_json(self.config.out / "state.json", state.campaign_state(self, _now()))
+        atomic_write_json(self.config.out / "state.json", state.campaign_state(self, now_iso()))
 
     def write_stats(self, status: str) -> None:
         atomic_write_json(self.config.out / "stats.json", {"status": status, **self.live()})
 
     def live(self) -> dict[str, Any]:
         """The numbers of ``stats.json`` and the live view."""
-        return numbers.live(self, _now())
+        return numbers.live(self, now_iso())
 
     def summary(self) -> dict[str, Any]:
         return numbers.summary(self)
@@ -352,29 +309,11 @@ class Campaign:
             self._restart(slot, result.recycle, recycle=True)
 
     def _on_report(self, slot: Slot, r: CaseReport) -> None:
-        s = self.stats
-        s.cases += 1
         slot.cases += 1
         slot.cases_since_start += 1
-        s.feature_counts.update(r.features)
-        s.transform_counts.update(set(r.transforms))
+        self.stats.count(r)
         self.coverage.add(r.features, r.transforms)
-        s.seconds["generate"] += r.generate_seconds
-        s.seconds["torch"] += r.torch_seconds
-        s.seconds["case"] += r.seconds
-        s.seconds["triage"] += r.triage_seconds
-        s.float32_noise += r.float32_noise
-        for oracle, verdict, limitation in r.verdicts:
-            if verdict == "not_applicable":
-                s.not_applicable[limitation or "-"] += 1
-            if oracle == MAIN:
-                s.verdicts[verdict] += 1
-                if limitation and verdict == "expected":
-                    s.limitations[limitation] += 1
-            else:
-                s.metamorphic[oracle][verdict] += 1
         if r.internal_errors:
-            s.internal_errors += len(r.internal_errors)
             self.log_internal("".join(r.internal_errors))
         for finding in r.findings:
             self._on_finding(slot, r.k, finding)
@@ -491,7 +430,7 @@ class Campaign:
         c = self.config
         c.out.mkdir(parents=True, exist_ok=True)
         self._on_tick = on_tick
-        self._lock()
+        self.outdir.lock()
         previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
 
         def request_stop(signum: int, frame: Any) -> None:
@@ -594,12 +533,7 @@ class Campaign:
         self.save_state()
         self.write_stats("stopped")
         self.event("stop", cases=self.stats.cases, buckets=len(self.book.buckets), reason=self._stop_reason())
-        if self._events_fd is not None:
-            os.close(self._events_fd)
-            self._events_fd = None
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)  # releases the lock on OUT
-            self._lock_fd = None
+        self.outdir.close()  # releases the lock on OUT
 
     def _stop_reason(self) -> str:
         if self._stop:

@@ -14,12 +14,12 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..ir.errors import AffuzzError
-from . import bisect, corpus, render, replay, run, shrink
+from . import corpus, render, replay, run, shrink, torch_bisect
 from .common import EXIT_USAGE, Parser
 
 __all__ = ["build_parser", "main"]
 
-COMMANDS = {"run": run, "render": render, "shrink": shrink, "corpus": corpus, "replay": replay, "bisect": bisect}
+COMMANDS = {"run": run, "render": render, "shrink": shrink, "corpus": corpus, "replay": replay, "bisect": torch_bisect}
 """The subcommands, in the order ``affuzz --help`` lists them."""
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..ir.case import Case, Transform
 from ..ir.features import derivatives_exact
-from ..ir.oracles import MAIN, SIDE_B, side_b_case
+from ..ir.oracles import MAIN, REFERENCE_MODES, reference_case
 from ..ir.shapes import in_dims_of, input_shapes, needs_sum, output_shapes
 from .function import CLASS_NAME, render_function
 
@@ -228,13 +228,13 @@ def _qualified(expr: str) -> str:
     return re.sub(rf"\b({'|'.join(_TORCH_FUNC)})\(", r"torch.func.\1(", expr)
 
 
-def _side_b(case: Case, oracle: str) -> tuple[str, set[str]]:
+def _reference_side(case: Case, oracle: str) -> tuple[str, set[str]]:
     """Side B's composed call expression under ``oracle`` (NOTE [oracles]) and the names it uses."""
     if oracle == MAIN:
         return compose(case, "create_graph")
     if oracle == "vmap_vs_loop":
         return compose(case, "functorch_loop")
-    return compose(side_b_case(case, oracle), "functorch")
+    return compose(reference_case(case, oracle), "functorch")
 
 
 def render(
@@ -273,9 +273,9 @@ def render(
     base = tuple(case.inputs.shape)
     output_shapes(fn, base)  # raises CaseError early on ill-formed views
     fc_expr, fc_names = compose(case, "functorch")
-    side_b = SIDE_B[oracle]
-    cg_expr, cg_names = _side_b(case, oracle)
-    extra = [(o, *_side_b(case, o)) for o in also if o != oracle]
+    reference_mode = REFERENCE_MODES[oracle]
+    cg_expr, cg_names = _reference_side(case, oracle)
+    extra = [(o, *_reference_side(case, o)) for o in also if o != oracle]
     for _, _, names in extra:
         cg_names = cg_names | names
     # finite-difference twins take one argnum; tuple argnums (outermost only) go without triage
@@ -309,44 +309,44 @@ def render(
         grad_b = True if oracle == MAIN else fc_grad
         sides = [
             f"functorch = outcome({fc_expr}, {fc_grad})",
-            f"{side_b} = outcome({cg_expr}, {grad_b})",
-            f"v = verdict(functorch, {side_b})",
+            f"{reference_mode} = outcome({cg_expr}, {grad_b})",
+            f"v = verdict(functorch, {reference_mode})",
         ]
         if style == "repro":
             out += ["", "", *sides]
             out.append(
-                f'print(f"============= functorch\\n{{functorch!r}}\\n============= {side_b}\\n{{{side_b}!r}}\\nverdict: {{v}}")'
+                f'print(f"============= functorch\\n{{functorch!r}}\\n============= {reference_mode}\\n{{{reference_mode}!r}}\\nverdict: {{v}}")'
             )
             out += [
                 'raise SystemExit(v != "consistent")  # exit status 1 while the two sides disagree, 0 once they agree',
                 "",
             ]
         else:
-            out += ["", "", f"def test_functorch_agrees_with_{side_b}():", *[f"    {line}" for line in sides]]
+            out += ["", "", f"def test_functorch_agrees_with_{reference_mode}():", *[f"    {line}" for line in sides]]
             out += [
-                f'    assert v == "consistent", f"{{v}}: functorch gave {{functorch!r}}, {side_b} gave {{{side_b}!r}}"',
+                f'    assert v == "consistent", f"{{v}}: functorch gave {{functorch!r}}, {reference_mode} gave {{{reference_mode}!r}}"',
                 "",
             ]
         return "\n".join(out)
     out += ["", "", f"FUNCTORCH_REQUIRES_GRAD = {fc_grad}"]
     out += ["", "", f"def functorch_mode({xs}):", f"    return {fc_expr}({xs})"]
-    out += ["", "", f"def {side_b}_mode({xs}):", f"    return {cg_expr}({xs})"]
+    out += ["", "", f"def {reference_mode}_mode({xs}):", f"    return {cg_expr}({xs})"]
     grad_b_text = "True" if oracle == MAIN else "FUNCTORCH_REQUIRES_GRAD"
     for o, expr, _ in extra:  # NOTE [one exec per case]
-        out += ["", "", f"def {SIDE_B[o]}_mode({xs}):", f"    return {_qualified(expr)}({xs})"]
+        out += ["", "", f"def {REFERENCE_MODES[o]}_mode({xs}):", f"    return {_qualified(expr)}({xs})"]
     if extra:
         out += ["", "", "ORACLE_SIDES = {"]
-        out += [f'    "{oracle}": ("{side_b}", {side_b}_mode, {grad_b_text}),']
+        out += [f'    "{oracle}": ("{reference_mode}", {reference_mode}_mode, {grad_b_text}),']
         for o, _, _ in extra:
             grad = "True" if o == MAIN else "FUNCTORCH_REQUIRES_GRAD"
-            out += [f'    "{o}": ("{SIDE_B[o]}", {SIDE_B[o]}_mode, {grad}),']
+            out += [f'    "{o}": ("{REFERENCE_MODES[o]}", {REFERENCE_MODES[o]}_mode, {grad}),']
         out += ["}"]
     out += [
         "",
         "",
         "SIDES = (",
         '    ("functorch", functorch_mode, FUNCTORCH_REQUIRES_GRAD),',
-        f'    ("{side_b}", {side_b}_mode, {grad_b_text}),',
+        f'    ("{reference_mode}", {reference_mode}_mode, {grad_b_text}),',
         ")",
         "SECONDS = {}  # mode name -> seconds its last run took",
         f"SLOW_RATIO, SLOW_SECONDS = {SLOW_RATIO}, {SLOW_SECONDS}  # one side this much slower (and > SLOW_SECONDS): 'slow'",

@@ -1,2 +1,4 @@
-"""Generating cases: worker streams decoded through Hypothesis from :mod:`strategies`, coverage and
-steering, the Hypothesis settings. May import :mod:`fuzzer.ir` and :mod:`strategies`; torch-free."""
+"""Generating cases: worker streams decoded through Hypothesis from :mod:`strategies` (:mod:`.streams`),
+coverage and steering (:mod:`.coverage`), the Hypothesis settings (:mod:`.profile`).
+
+May import :mod:`strategies` and :mod:`fuzzer.ir`; torch-free."""

@@ -90,12 +90,13 @@ def change_of(entry: Entry, torch_version: str, verdict: str) -> str:
     return "changed"
 
 
-class WorkerCrashed(Exception):
-    pass
+class ChildCrashed(Exception):
+    """The replay worker process under another interpreter died."""
 
 
-class Worker:
-    """A replay worker under ``python`` (NOTE [replay workers]); restarted after a crash or a hang."""
+class ChildInterpreter:
+    """Another interpreter (``python``): a replay worker process under it (NOTE [replay workers]), restarted
+    after a crash or a hang."""
 
     def __init__(self, python: str, *, start_timeout: float = 300.0, hang_grace: float = 30.0) -> None:
         self.python = python
@@ -140,7 +141,7 @@ class Worker:
         if line is None:
             assert self._proc is not None
             code = self._proc.wait()
-            raise WorkerCrashed(f"worker exited with {'signal ' + str(-code) if code < 0 else 'status ' + str(code)}")
+            raise ChildCrashed(f"worker exited with {'signal ' + str(-code) if code < 0 else 'status ' + str(code)}")
         return json.loads(line)
 
     def evaluate(self, case: Case, oracle: str, timeout: float) -> tuple[str, str]:
@@ -154,9 +155,9 @@ class Worker:
         except TimeoutError:
             self._restart()
             return "hang", f"no answer within {2 * timeout + self.hang_grace:.0f} s"
-        except (WorkerCrashed, BrokenPipeError) as e:
+        except (ChildCrashed, BrokenPipeError) as e:
             self._restart()
-            return "crash", str(e) if isinstance(e, WorkerCrashed) else "worker exited"
+            return "crash", str(e) if isinstance(e, ChildCrashed) else "worker exited"
         detail = reply.get("detail") or ""
         return reply["verdict"], detail
 
@@ -172,7 +173,7 @@ class Worker:
             self._proc = None
 
 
-class InProcess:
+class ThisInterpreter:
     """The current interpreter's torch, in this process (per-case timeout by SIGALRM)."""
 
     def __init__(self) -> None:
@@ -197,16 +198,16 @@ class InProcess:
         pass
 
 
-def open_interpreter(python: str | None) -> Worker | InProcess:
+def open_interpreter(python: str | None) -> ChildInterpreter | ThisInterpreter:
     """In process for None or this very interpreter; a worker for any other."""
     if python is None or os.path.abspath(python) == os.path.abspath(sys.executable):
-        return InProcess()
-    return Worker(python)
+        return ThisInterpreter()
+    return ChildInterpreter(python)
 
 
 def replay(
     entries: list[Entry],
-    interpreters: list[Worker | InProcess],
+    interpreters: list[ChildInterpreter | ThisInterpreter],
     *,
     timeout: float = 60.0,
     on_result: Callable[[ReplayResult], None] | None = None,

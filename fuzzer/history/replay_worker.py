@@ -2,7 +2,7 @@
 
 NOTE [replay workers]
 Replaying under another torch means another interpreter (``.venvs/torch-X.Y.Z/bin/python``). The
-driver (:class:`fuzzer.history.replay.Worker`) starts this module there with ``PYTHONPATH`` set to the driver's
+driver (:class:`fuzzer.history.replay.ChildInterpreter`) starts this module there with ``PYTHONPATH`` set to the driver's
 own checkout, so both sides run the same affuzz. The protocol is JSON lines: the worker announces
 ``{"ready": true, "torch_version": ...}``, then answers each request ``{"case": <case JSON>, "oracle":
 ..., "timeout": ...}`` with ``{"verdict": ..., "functorch": ..., "reference": ...}``. Replies are

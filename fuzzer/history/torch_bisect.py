@@ -93,14 +93,14 @@ def evaluator(case: Case, oracle: str, *, timeout: float = 60.0, log: Callable[[
     import torch
 
     from . import torchenv
-    from .replay import InProcess, Worker
+    from .replay import ChildInterpreter, ThisInterpreter
 
     def evaluate(version: str) -> tuple[str, str]:
         if version_tuple(torch.__version__) == version_tuple(version):
-            return InProcess().evaluate(case, oracle, timeout)
+            return ThisInterpreter().evaluate(case, oracle, timeout)
         log(f"torch {version}: preparing {torchenv.venv_dir(version)} ...")
         python = torchenv.ensure(version, quiet=True)
-        worker = Worker(str(python))
+        worker = ChildInterpreter(str(python))
         try:
             return worker.evaluate(case, oracle, timeout)
         finally:

@@ -28,8 +28,10 @@ from .case import FORWARD_MODE_TRANSFORMS, Case, Transform
 
 MAIN = "functorch_vs_create_graph"
 ORACLES = (MAIN, "jacrev_vs_jacfwd", "vmap_vs_loop", "forward_over_reverse")
-#: Display name of side B for each oracle (side A is always "functorch").
-SIDE_B = {
+#: What side B (the oracle's reference) runs, for each oracle: the name of its mode in a script and of
+#: its result in a repro's output (side A is always "functorch"). Outcomes, verdicts and finding.json
+#: call the two sides "functorch" and "reference" under every oracle.
+REFERENCE_MODES = {
     MAIN: "create_graph",
     "jacrev_vs_jacfwd": "jacrev_jacfwd_swapped",
     "vmap_vs_loop": "vmap_as_loop",
@@ -86,6 +88,6 @@ def applicable(case: Case) -> tuple[str, ...]:
     return tuple(res)
 
 
-def side_b_case(case: Case, oracle: str) -> Case:
+def reference_case(case: Case, oracle: str) -> Case:
     alt = alternate_stack(case, oracle)
     return case if alt is None else replace(case, transforms=alt)

@@ -16,7 +16,7 @@ from conftest import DATA, ROOT
 from fuzzer.cli import main
 from fuzzer.codegen.render import render
 from fuzzer.history.corpus import add_findings, load_corpus, load_entry, version_tuple, write_entry
-from fuzzer.history.replay import InProcess, Worker, change_of
+from fuzzer.history.replay import ChildInterpreter, ThisInterpreter, change_of
 from fuzzer.history.torch_bisect import BisectError, bisect
 from fuzzer.ir.case import Case
 from fuzzer.ir.serde import dumps, load
@@ -118,8 +118,8 @@ def test_change_classification(planted_case: Case, tmp_path: Path) -> None:
 
 
 def test_worker_matches_in_process_and_survives_crash_and_hang(planted_case: Case, seed_case: Case) -> None:
-    here = InProcess()
-    worker = Worker(sys.executable, hang_grace=1.0)
+    here = ThisInterpreter()
+    worker = ChildInterpreter(sys.executable, hang_grace=1.0)
     try:
         assert worker.torch_version == torch.__version__
         for case, oracle in ((planted_case, "vmap_vs_loop"), (seed_case, "functorch_vs_create_graph")):

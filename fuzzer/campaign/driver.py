@@ -15,16 +15,17 @@ repeats are hits (NOTE [signature memo]), a family queues at most ``family_limit
 families]); ``queue_history`` in stats.json records its length over the run. A new finding becomes a
 job; its repeats meanwhile count as hits of the queued job (NOTE [signature memo]); the job's answer is
 either "an existing bucket already shows this bug" or a shrunk case, which is bucketed and published
-(staged, then verified in a fresh process on the verification thread). When a worker dies, the driver records a ``crash`` (or, when it went silent past
-the hang limit and was killed, a ``hang``) finding with the case it was running, starts a new worker
-in its slot and re-runs the lost command's positions without that case. Workers are recycled after
+(staged, then verified in a fresh process on the verification thread). The choice of command is the
+:class:`~fuzzer.campaign.schedule.Scheduler`'s; what is new and what is a hit, the bucket book's. When a
+worker dies, the driver records a ``crash`` (or, when it went silent past the hang limit and was
+killed, a ``hang``) finding with the case it was running, starts a new worker in its slot and re-runs
+the lost command's positions without that case. Workers are recycled after
 ``recycle_cases`` cases or above ``max_rss_mb``. When the campaign ends (duration, case limit, SIGINT
 or SIGTERM; a second signal cuts the grace short), queued jobs get ``shrink_grace`` seconds; the rest
 are published unshrunk, still verified, with ``"skipped"`` in their ``shrink`` record.
 
 With ``workers=0`` everything runs in this process, one case per command, each job right after the case
 that found it: the cases, verdicts and buckets of a seed repeat exactly (tests rely on it).
-
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ from .worker import rss_mb
 
 
 class Campaign:
+    """One campaign writing to ``config.out`` (NOTE [campaign driver]); ``resume``: a loaded ``state.json``."""
+
     def __init__(
         self,
         config: CampaignConfig,

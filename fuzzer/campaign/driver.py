@@ -100,6 +100,8 @@ class Campaign:
         self.rss_history: list[list[float]] = []  # [elapsed, driver MiB, workers MiB], every rss_interval s
         # [elapsed, jobs queued, jobs running, shrink core-seconds so far], every stats_interval s
         self.queue_history: list[list[float]] = []
+        # [elapsed, cases, buckets, verified buckets], every stats_interval s (the report's plots)
+        self.progress_history: list[list[float]] = []
         if resume is not None:
             state.restore(self, resume)
 
@@ -503,6 +505,14 @@ class Campaign:
                         len(queue),
                         len(self.scheduler.running),
                         round(self.stats.seconds["shrink"], 1),
+                    ]
+                )
+                self.progress_history.append(
+                    [
+                        round(self.stats.elapsed, 1),
+                        self.stats.cases,
+                        len(self.book.buckets),
+                        sum(b.status == "verified" for b in self.book.buckets.values()),
                     ]
                 )
                 self.write_stats("running")

@@ -91,6 +91,7 @@ def live(c: Campaign, updated: str) -> dict[str, Any]:
         "startup_seconds": round(c.startup_seconds, 3) if c.startup_seconds is not None else None,
         "rss_history": c.rss_history,
         "queue_history": c.queue_history,
+        "progress_history": c.progress_history,
     }
 
 
@@ -126,6 +127,7 @@ def summary(c: Campaign) -> dict[str, Any]:
         "startup_seconds": round(c.startup_seconds, 3) if c.startup_seconds is not None else None,
         "rss_history": c.rss_history,
         "queue_history": c.queue_history,
+        "progress_history": c.progress_history,
         "coverage": {
             **c.coverage.saturation(ALL_FEATURES, TRANSFORMS),
             "cells": c.coverage.to_json()["cells"],

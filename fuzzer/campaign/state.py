@@ -111,6 +111,7 @@ def campaign_state(c: Campaign, saved: str) -> dict[str, Any]:
         "slots": [s.to_json() for s in c.slots],
         "rss_history": c.rss_history,
         "queue_history": c.queue_history,
+        "progress_history": c.progress_history,
         "buckets": [bucket_to_json(b, c.config.out) for b in book.buckets.values()],
         "raw": book.raw,
         "quick": book.quick,
@@ -126,6 +127,7 @@ def restore(c: Campaign, state: dict[str, Any]) -> None:
     c.coverage = Coverage.from_json(state["coverage"])
     c.rss_history = list(state.get("rss_history", []))
     c.queue_history = list(state.get("queue_history", []))
+    c.progress_history = list(state.get("progress_history", []))
     for d in state["slots"]:
         if d["index"] < len(c.slots):
             slot = c.slots[d["index"]]

@@ -1,0 +1,111 @@
+"""A campaign's OUT directory read back as plain data, finished or still running: what ``affuzz report``,
+the HTML report, the issue drafts and ``affuzz file`` work from.
+
+A finished campaign has ``summary.json``; a running one has ``stats.json`` (rewritten every few seconds)
+and ``state.json`` (every bucket so far). Verified buckets have ``findings/<id>/`` (``finding.json``,
+``repro.py``, ``case.json``). Every file is written atomically, so reading while a campaign runs sees
+whole files.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..ir.errors import AffuzzError
+from ..triage.signature import Signature
+
+
+class RunDataError(AffuzzError, ValueError):
+    pass
+
+
+@dataclass
+class BucketData:
+    """One bucket as ``summary.json`` lists it, plus its published files when it was verified."""
+
+    summary: dict[str, Any]  # id, signature, verdict, oracle, transforms, features, signature_features, hits, ...
+    record: dict[str, Any] | None = None  # findings/<id>/finding.json
+    repro: str | None = None  # findings/<id>/repro.py
+    path: Path | None = None  # findings/<id>/
+
+    @property
+    def id(self) -> str:
+        return str(self.summary["id"])
+
+    @property
+    def verified(self) -> bool:
+        return self.summary.get("status") == "verified" and self.record is not None
+
+
+@dataclass
+class RunData:
+    out: Path
+    numbers: dict[str, Any]  # summary.json when finished, else stats.json
+    finished: bool
+    buckets: list[BucketData] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise RunDataError(f"{path}: cannot be read ({e}); is it an affuzz run's OUT directory?") from None
+
+
+def _bucket_from_state(d: dict[str, Any]) -> dict[str, Any]:
+    """A state.json bucket in summary.json's form (what a running campaign has)."""
+    sig = d["signature"]
+    published = d.get("finding") or d["first"]
+    s = Signature.from_json(sig)
+    return {
+        "id": s.id,
+        "signature": s.text,
+        "verdict": s.verdict,
+        "oracle": s.oracle,
+        "transforms": list(s.skeleton),
+        "features": list(published.get("features", [])),
+        "signature_features": list(s.features),
+        "hits": d.get("hits", 1),
+        "raw_signatures": d.get("raw_signatures", 1),
+        "stacks": {},
+        "status": d.get("status", "pending"),
+        "triage": (published.get("extra") or {}).get("triage"),
+        "shrink_seconds": d.get("shrink_seconds", []),
+        "repro_lines": (published.get("shrink") or {}).get("lines_after"),
+        "seconds_to_find": round(float(d["first"]["seconds_to_find"]), 3),
+        "cases_to_find": d["first"]["cases_to_find"],
+        "path": d.get("path"),
+    }
+
+
+def load_run(out: Path) -> RunData:
+    """Read OUT (raises :class:`RunDataError`, one line, when it is not a campaign's directory)."""
+    if (out / "summary.json").exists():
+        numbers, finished = _json(out / "summary.json"), True
+        buckets = list(numbers.get("buckets", []))
+    elif (out / "stats.json").exists():
+        numbers, finished = _json(out / "stats.json"), False
+        state = _json(out / "state.json") if (out / "state.json").exists() else {"buckets": []}
+        buckets = [_bucket_from_state(d) for d in state.get("buckets", [])]
+    else:
+        raise RunDataError(f"{out}: no summary.json or stats.json; pass the OUT directory of an affuzz run")
+    run = RunData(out=out, numbers=numbers, finished=finished)
+    for b in buckets:
+        data = BucketData(summary=b)
+        d = out / "findings" / b["id"]
+        if (d / "finding.json").exists():
+            data.record, data.path = _json(d / "finding.json"), d
+            data.repro = (d / "repro.py").read_text(encoding="utf-8") if (d / "repro.py").exists() else None
+        run.buckets.append(data)
+    events = out / "events.jsonl"
+    if events.exists():
+        for line in events.read_text(encoding="utf-8").splitlines():
+            try:
+                run.events.append(json.loads(line))
+            except ValueError:
+                continue  # a line being written
+    return run

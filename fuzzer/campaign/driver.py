@@ -44,7 +44,7 @@ from ..ir.files import atomic_write_json
 from ..ir.oracles import MAIN
 from ..judge.compare import Limitation, load_registry
 from ..judge.execute import Outcome, Side
-from ..publish.findings import Finding, repro_lines
+from ..publish.findings import Finding, expect_of, repro_lines
 from ..publish.verify import Verifier
 from ..triage.buckets import Bucket, BucketBook, RawFinding, ShrinkJob
 from ..triage.signature import Signature, skeleton
@@ -354,13 +354,14 @@ class Campaign:
         else:
             assert result.case is not None
             info = dict(result.info)
-            info["lines_before"] = repro_lines(job.case, job.goal.oracle)
-            info["lines_after"] = repro_lines(result.case, job.goal.oracle)
+            info["lines_before"] = repro_lines(job.case, job.goal.oracle, expect_of(job.goal.verdict, job.outcome))
+            after = result.outcome if result.outcome is not None else job.outcome
+            info["lines_after"] = repro_lines(result.case, job.goal.oracle, expect_of(job.goal.verdict, after))
             self._complete(job, result.case, info, outcome=result.outcome, triage=result.triage)
         self._dirty = True
 
     def _unshrunk_info(self, job: ShrinkJob, why: str) -> dict[str, Any]:
-        lines = repro_lines(job.case, job.goal.oracle)
+        lines = repro_lines(job.case, job.goal.oracle, expect_of(job.goal.verdict, job.outcome))
         return {
             "runs": 0,
             "seconds": 0.0,

@@ -400,9 +400,27 @@ def _backward(fn: FunctionDef, base: tuple[int, ...], dtype: str) -> list[str]:
     return lines
 
 
-def render_function(fn: FunctionDef, base: tuple[int, ...], dtype: str = "float64") -> list[str]:
+def render_function(
+    fn: FunctionDef, base: tuple[int, ...], dtype: str = "float64", *, compact: bool = False
+) -> list[str]:
     """The lines of the class ``Fn`` for ``fn``, whose tensor inputs have the base shape ``base`` and
-    dtype ``dtype`` (torch's name for it)."""
+    dtype ``dtype`` (torch's name for it). ``compact`` (a published repro): a value assigned on the line
+    before a ``return`` of just that name is returned directly."""
+    lines = _class_lines(fn, base, dtype)
+    if not compact:
+        return lines
+    out: list[str] = []
+    for line in lines:
+        m = re.fullmatch(r"(\s+)return (\w+)", line)
+        prev = re.fullmatch(r"(\s+)(\w+) = (.+)", out[-1]) if out else None
+        if m and prev and prev.group(2) == m.group(2) and prev.group(1) == m.group(1):
+            out[-1] = f"{m.group(1)}return {prev.group(3)}"
+        else:
+            out.append(line)
+    return out
+
+
+def _class_lines(fn: FunctionDef, base: tuple[int, ...], dtype: str) -> list[str]:
     lines = [f"class {CLASS_NAME}(torch.autograd.Function):"]
     if fn.vmap_rule == "generate":
         lines += ["    generate_vmap_rule = True", ""]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..ir.case import Case, Transform
@@ -30,6 +31,24 @@ ERRORS_LINE = (
     '(False, True): "error_reference_only"}'
 )
 SCRIPT_STYLES = ("full", "repro", "pytest")
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What a published repro shows (NOTE [repro styles]): which side raises, and which side runs last. The
+    last side runs uncaught, so an error is the script's own traceback (its message and the torch frames
+    it passed through); the other side runs first, its result or error printed. Neither raising: both
+    results are printed and ``torch.testing.assert_close`` compares them."""
+
+    a_raises: bool = False
+    b_raises: bool = False
+    last: int = 0  # 0: side A (torch.func) runs last, 1: side B
+    # for an error finding: what the other side gave when the finding was made. The repro then runs only
+    # the side that raises (the bug is its error) and states the other side's result in a comment, so
+    # the twins of that side are not in the script
+    other: str | None = None
+
+
 # NOTE [slow findings]
 # Values agree but one side took more than SLOW_RATIO times as long as the other,
 # and more than SLOW_SECONDS. Small cases make the vectorized side fast and the loops of create_graph
@@ -244,6 +263,7 @@ def render(
     oracle: str = MAIN,
     style: str = "full",
     also: tuple[str, ...] = (),
+    expect: Expect | None = None,
 ) -> str:
     """The standalone script for ``case`` under ``oracle`` (NOTE [oracles]). ``header`` lines become
     leading ``#`` comments.
@@ -251,11 +271,16 @@ def render(
     NOTE [repro styles]
     One template, three ways to end it. ``full`` is what the fuzzer executes (NOTE [the repro is what
     runs]): it also times both sides (NOTE [slow findings]) and carries the finite-difference triage.
-    ``repro`` is the published ``repro.py`` in the seed's style: the same Function, ``f``, inputs,
-    helpers, ``outcome()`` and ``verdict()``, then both sides side by side, both results printed, exit 1
-    while they disagree and 0 once they agree; nothing else. ``pytest`` is ``test_repro.py``: the same
-    body with the agreement asserted in a test, to be marked ``xfail`` upstream. A published repro is
-    accepted only after it printed the finding's verdict in a fresh process (:mod:`fuzzer.publish.findings`).
+    ``repro`` is the published ``repro.py``, for a maintainer to paste: the Function, ``f``, the inputs,
+    the twins the stack needs in their shortest form, then the two sides, each named by what it runs
+    (``torch.func.grad(f)``, ``autograd_grad(f, create_graph=True)``), exit 1 while they disagree and 0
+    once they agree. With ``expect`` (:class:`Expect`: which side raises) the ending is a few lines: both
+    results printed and ``torch.testing.assert_close``, or the working side printed and the failing side
+    run uncaught, so its traceback shows the error and the torch frame that raised it. Without it (a
+    structure mismatch, a slow case, a crash, a hang), the ending is the generic comparison that prints
+    ``verdict: ...``. ``pytest`` is ``test_repro.py``: the same body as a test, to be marked ``xfail``
+    upstream. A published repro is accepted only after it reproduced in a fresh process
+    (:mod:`fuzzer.publish.verify`).
 
     NOTE [one exec per case]
     ``also`` (``full`` only) adds side B of more oracles of the same case: a ``<side>_mode`` for each and
@@ -268,6 +293,8 @@ def render(
         raise ValueError(f"style must be one of {SCRIPT_STYLES}, not {style!r}")
     if also and style != "full":
         raise ValueError("also= is for the full style only")
+    if expect is not None and style == "full":
+        raise ValueError("expect= is for the published styles only")
     full = style == "full"
     fn = case.function
     base = tuple(case.inputs.shape)
@@ -284,16 +311,29 @@ def render(
     if fd_names & {"fd_hessian", "fd_grad", "fd_vjp"}:
         fd_names.add("fd_jac")
     fc_expr, cg_expr = _qualified(fc_expr), _qualified(cg_expr)
-    helpers = [n for n in _HELPER_ORDER if n in fc_names | cg_names | fd_names]
+    used = fc_names | cg_names | fd_names
+    if expect is not None and expect.other is not None:
+        used = fc_names if expect.last == 0 else cg_names
+    helpers = [n for n in _HELPER_ORDER if n in used]
+    short = expect is not None and not any(isinstance(t.argnums, tuple) for t in case.transforms)
+    if short:  # NOTE [repro styles]: the twins' shortest forms need none of the argnums plumbing
+        helpers = [h for h in helpers if h not in ("_nums", "_replace_arg", "_result")]
     xs = ", ".join(f"x{i}" for i in range(fn.n_inputs))
     lib = _lib_sources(docstrings=full)
+    if short:
+        lib = {**lib, **_short_sources("_short")}
+        if fn.n_inputs == 1:
+            lib = {**lib, **_short_sources("_1")}
     fc_grad = any(t.name == "autograd_grad" for t in case.transforms)
     out: list[str] = [f"# {h}" if h else "#" for h in header]
-    out += ["import re", "import sys", "import time", "", "import torch"] if full else ["import re", "", "import torch"]
+    if full:
+        out += ["import re", "import sys", "import time", "", "import torch"]
+    else:
+        out += ["import torch"] if expect is not None else ["import re", "", "import torch"]
     if fn.once_differentiable:
         out.append("from torch.autograd.function import once_differentiable")
     out += ["", ""]
-    out += render_function(fn, base, case.inputs.dtype)
+    out += render_function(fn, base, case.inputs.dtype, compact=expect is not None)
     out += ["", ""]
     out += _f(case)
     if full:
@@ -301,12 +341,15 @@ def render(
         out += _inputs(case)
     for h in helpers:
         out += ["", "", lib[h]]
+    grad_b_main = True if oracle == MAIN else fc_grad
+    if not full and expect is not None:
+        return "\n".join(out + _compact_tail(case, expect, style, (fc_expr, fc_grad), (cg_expr, grad_b_main)))
     out += ["", "", ERRORS_LINE]
     if not full:
         out += ["", "", *_outcome(case)]
         for name in _VERDICT:
             out += ["", "", lib[name]]
-        grad_b = True if oracle == MAIN else fc_grad
+        grad_b = grad_b_main
         sides = [
             f"functorch = outcome({fc_expr}, {fc_grad})",
             f"{reference_mode} = outcome({cg_expr}, {grad_b})",
@@ -359,3 +402,67 @@ def render(
         out += ["", "", lib[name]]
     out += ["", "", 'if __name__ == "__main__":', "    sys.exit(main())", ""]
     return "\n".join(out)
+
+
+def _inputs_fn(case: Case) -> list[str]:
+    """``inputs(requires_grad=False)``: fresh inputs for each side (a Function of several inputs)."""
+    ts = _input_exprs(case, ", requires_grad=requires_grad")
+    return [
+        "def inputs(requires_grad=False):  # fresh for each side",
+        "    return (",
+        *[f"        {t}," for t in ts],
+        "    )",
+    ]
+
+
+def _compact_tail(
+    case: Case, expect: Expect, style: str, side_a: tuple[str, bool], side_b: tuple[str, bool]
+) -> list[str]:
+    """NOTE [repro styles]: the two sides and their comparison in a few lines."""
+    single = case.function.n_inputs == 1
+    sides = []
+    for (expr, grad), raises in zip((side_a, side_b), (expect.a_raises, expect.b_raises), strict=True):
+        if single:  # the input written into the call: fresh for each side
+            x = _input_exprs(case, ", requires_grad=True" if grad else "")[0]
+            sides.append((expr, f"{expr}({x})", raises))
+        else:
+            sides.append((expr, f"{expr}(*inputs({'True' if grad else ''}))", raises))
+    first, last = (sides[1], sides[0]) if expect.last == 0 else (sides[0], sides[1])
+    body: list[str] = []
+    if not expect.a_raises and not expect.b_raises:
+        body += [
+            f"a = {sides[0][1]}",
+            f"b = {sides[1][1]}",
+            f'print(f"{sides[0][0]}:\\n{{a}}\\n{sides[1][0]}:\\n{{b}}")',
+            "torch.testing.assert_close(a, b)  # fails (exit 1) while the two disagree",
+        ]
+    else:
+        if not last[2]:
+            raise ValueError("Expect.last must name a side that raises")
+        if expect.other is not None:
+            said = " ".join(expect.other.split())
+            said = said if len(said) <= 100 else said[:97] + "..."
+            body += [f"# {first[0]} {'raises' if first[2] else 'returns'} {said}"]
+        elif first[2]:
+            body += ["try:", f"    {first[1]}", "except Exception as e:", f'    print("{first[0]} raised", repr(e))']
+        else:
+            body += [f'print("{first[0]}:", {first[1]})']
+        body += [f"{last[1]}  # raises (exit 1) while the bug is there"]
+    head = [] if single else ["", "", *_inputs_fn(case)]
+    if style == "pytest":
+        name = "test_torch_func_agrees_with_plain_autograd"
+        return [*head, "", "", f"def {name}():", *[f"    {line}" for line in body], ""]
+    return [*head, "", "", *body, ""]
+
+
+@functools.cache
+def _short_sources(suffix: str) -> dict[str, str]:
+    """The shortest forms of the twins for published repros (NOTE [repro styles]): the ``*_short``
+    functions of repro_lib.py (an int ``argnums``) or the ``*_1`` ones (a Function of one input), under
+    the twin's own name."""
+    short = {}
+    for name, text in _lib_sources(docstrings=False).items():
+        if name.endswith(suffix):
+            twin = name.removesuffix(suffix)
+            short[twin] = text.replace(f"def {name}(", f"def {twin}(", 1)
+    return short

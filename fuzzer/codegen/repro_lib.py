@@ -165,6 +165,125 @@ def jacrev_loop(fn, argnums=0):
     return wrapped
 
 
+# Shortest forms of the twins, for published repros (NOTE [repro styles] in fuzzer/codegen/render.py): the
+# same computation for an int ``argnums`` and a tensor-valued ``fn`` (every level but the outermost sees
+# one; tuple argnums keep the general forms). tests/codegen/test_modes.py checks each against torch.func.
+
+
+def jacrev_loop_short(fn, argnums=0):  # torch.func.jacrev: one autograd.grad per output element
+    def wrapped(*args):
+        out, x = fn(*args), args[argnums]
+        rows = [torch.autograd.grad(e, x, create_graph=True, allow_unused=True)[0] if e.requires_grad else None for e in out.reshape(-1)]  # fmt: skip
+        return torch.stack([torch.zeros_like(x) if g is None else g for g in rows]).reshape(out.shape + x.shape)
+
+    return wrapped
+
+
+def jacfwd_dual_short(fn, argnums=0):  # torch.func.jacfwd: forward-mode AD, one basis tangent per element
+    def wrapped(*args):
+        fwd, x, cols = torch.autograd.forward_ad, args[argnums], []
+        with fwd.dual_level():
+            for e in torch.eye(x.numel(), dtype=x.dtype).reshape(-1, *x.shape):
+                out = fwd.unpack_dual(fn(*args[:argnums], fwd.make_dual(x, e), *args[argnums + 1 :]))
+                cols.append(torch.zeros_like(out.primal) if out.tangent is None else out.tangent)
+        return torch.stack(cols, dim=-1).reshape(out.primal.shape + x.shape)
+
+    return wrapped
+
+
+def jvp_dual_short(fn, argnums=0):  # torch.func.jvp with tangent ones, by forward-mode AD
+    def wrapped(*args):
+        fwd, x = torch.autograd.forward_ad, args[argnums]
+        with fwd.dual_level():
+            out = fwd.unpack_dual(fn(*args[:argnums], fwd.make_dual(x, torch.ones_like(x)), *args[argnums + 1 :]))
+        return torch.zeros_like(out.primal) if out.tangent is None else out.tangent
+
+    return wrapped
+
+
+def vjp_ones_short(fn, argnums=0):  # torch.func.vjp, pulled back from ones
+    def wrapped(*args):
+        out, pull = torch.func.vjp(lambda x: fn(*args[:argnums], x, *args[argnums + 1 :]), args[argnums])
+        return pull(torch.ones_like(out))[0]
+
+    return wrapped
+
+
+def jvp_ones_short(fn, argnums=0):  # torch.func.jvp, pushed forward from ones
+    def wrapped(*args):
+        x = args[argnums]
+        return torch.func.jvp(lambda x: fn(*args[:argnums], x, *args[argnums + 1 :]), (x,), (torch.ones_like(x),))[1]
+
+    return wrapped
+
+
+def linearize_ones_short(fn, argnums=0):  # torch.func.linearize, its jvp_fn applied to ones
+    def wrapped(*args):
+        x = args[argnums]
+        return torch.func.linearize(lambda x: fn(*args[:argnums], x, *args[argnums + 1 :]), x)[1](torch.ones_like(x))
+
+    return wrapped
+
+
+# ... and for a Function of one input (most shrunk cases): the same twins, written for that one argument.
+
+
+def autograd_grad_1(fn, create_graph=False):  # torch.func.grad's twin: torch.autograd.grad, ones as grad_outputs
+    def wrapped(x):
+        out = fn(x)
+        g = torch.autograd.grad(out, x, torch.ones_like(out), create_graph=create_graph, allow_unused=True)[0] if out.requires_grad else None  # fmt: skip
+        return torch.zeros_like(x) if g is None else g  # nothing reaches x: zeros, as torch.func returns
+
+    return wrapped
+
+
+def vmap_loop_1(fn, in_dims=0, out_dims=0):  # torch.func.vmap's twin: a loop over the batch
+    return lambda x: torch.stack([fn(xi) for xi in x.unbind(in_dims)], dim=out_dims)
+
+
+def jacrev_loop_1(fn):  # torch.func.jacrev's twin: one autograd.grad per output element
+    def wrapped(x):
+        out = fn(x)
+        rows = [torch.autograd.grad(e, x, create_graph=True, allow_unused=True)[0] if e.requires_grad else None for e in out.reshape(-1)]  # fmt: skip
+        return torch.stack([torch.zeros_like(x) if g is None else g for g in rows]).reshape(out.shape + x.shape)
+
+    return wrapped
+
+
+def jacfwd_dual_1(fn):  # torch.func.jacfwd's twin: forward-mode AD, one basis tangent per element
+    def wrapped(x):
+        fwd, cols = torch.autograd.forward_ad, []
+        with fwd.dual_level():
+            for e in torch.eye(x.numel(), dtype=x.dtype).reshape(-1, *x.shape):
+                out = fwd.unpack_dual(fn(fwd.make_dual(x, e)))
+                cols.append(torch.zeros_like(out.primal) if out.tangent is None else out.tangent)
+        return torch.stack(cols, dim=-1).reshape(out.primal.shape + x.shape)
+
+    return wrapped
+
+
+def jvp_dual_1(fn):  # torch.func.jvp's twin: forward-mode AD with a tangent of ones
+    def wrapped(x):
+        fwd = torch.autograd.forward_ad
+        with fwd.dual_level():
+            out = fwd.unpack_dual(fn(fwd.make_dual(x, torch.ones_like(x))))
+        return torch.zeros_like(out.primal) if out.tangent is None else out.tangent
+
+    return wrapped
+
+
+def vjp_ones_1(fn):  # torch.func.vjp, pulled back from ones
+    return lambda x: (lambda out, pull: pull(torch.ones_like(out))[0])(*torch.func.vjp(fn, x))
+
+
+def jvp_ones_1(fn):  # torch.func.jvp, pushed forward from ones
+    return lambda x: torch.func.jvp(fn, (x,), (torch.ones_like(x),))[1]
+
+
+def linearize_ones_1(fn):  # torch.func.linearize, its jvp_fn applied to ones
+    return lambda x: torch.func.linearize(fn, x)[1](torch.ones_like(x))
+
+
 def outcome(mode, requires_grad):
     """One side on fresh inputs: what it returned, or the exception it raised."""
     try:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..codegen.render import render
+from ..codegen.render import Expect, render
 from ..ir.case import Case
 from ..ir.serde import case_from_json, case_to_json
 from ..judge.execute import Outcome, Side
@@ -180,6 +180,26 @@ RECORD_KEYS = frozenset(
 )
 
 
-def repro_lines(case: Case, oracle: str) -> int:
+def expect_of(verdict: str, outcome: Outcome) -> Expect | None:
+    """How the published repro of a finding ends (NOTE [repro styles]): which side raises and which runs
+    last (uncaught); None for the verdicts that keep the generic comparison (structure mismatch, slow,
+    crash, hang)."""
+    a, b = not outcome.functorch.ok, not outcome.reference.ok
+    if verdict == "value_mismatch":
+        return Expect()
+    if verdict in ("error_functorch_only", "different_errors"):
+        last = 0
+    elif verdict == "error_reference_only":
+        last = 1
+    elif verdict == "torch_bug_error" and (a or b):
+        last = 0 if (outcome.functorch.torch_bug or not b) else 1
+    else:
+        return None
+    other = (outcome.reference if last == 0 else outcome.functorch).summary(100)
+    return Expect(a_raises=a, b_raises=b, last=last, other=other)
+
+
+def repro_lines(case: Case, oracle: str, expect: Expect | None = None) -> int:
     """Non-blank lines of the published repro of ``case``, its two header lines (short_header) included."""
-    return 2 + sum(1 for line in render(case, oracle=oracle, style="repro").splitlines() if line.strip())
+    text = render(case, oracle=oracle, style="repro", expect=expect)
+    return 2 + sum(1 for line in text.splitlines() if line.strip())

@@ -12,6 +12,7 @@ reported. The campaign verifies on one background thread (:class:`Verifier`).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,11 +27,13 @@ from ..codegen.render import render
 from ..ir.files import atomic_write_json, atomic_write_text
 from ..ir.serde import dumps
 from ..triage.buckets import Bucket
-from .findings import Finding
+from .findings import Finding, expect_of
 from .forkserver import ForkServer
 
 
-def stage(out: Path, finding: Finding) -> Path:
+def stage(out: Path, finding: Finding, *, compact: bool = True) -> Path:
+    """Write the finding's files under ``OUT/.pending/<id>/``; ``compact``: the repro ends as NOTE [repro
+    styles] says for its verdict (else with the generic comparison, which prints ``verdict: ...``)."""
     d = out / ".pending" / finding.signature.id
     if d.exists():
         shutil.rmtree(d)
@@ -39,16 +42,31 @@ def stage(out: Path, finding: Finding) -> Path:
     atomic_write_text(d / "case.json", dumps(finding.case))
     if finding.original is not None and finding.original != finding.case:
         atomic_write_text(d / "original.json", dumps(finding.original))
-    # a slow finding needs the timing of the full script (NOTE [slow findings])
-    if finding.signature.verdict == "slow":
+    expect = expect_of(finding.signature.verdict, finding.outcome) if compact else None
+    if finding.signature.verdict == "slow":  # it needs the timing of the full script (NOTE [slow findings])
         repro = render(finding.case, header=finding.header(), oracle=oracle)
     else:
-        repro = render(finding.case, header=finding.short_header(), oracle=oracle, style="repro")
+        repro = render(finding.case, header=finding.short_header(), oracle=oracle, style="repro", expect=expect)
     atomic_write_text(d / "repro.py", repro)
-    atomic_write_text(
-        d / "test_repro.py", render(finding.case, header=finding.short_header(), oracle=oracle, style="pytest")
-    )
+    test = render(finding.case, header=finding.short_header(), oracle=oracle, style="pytest", expect=expect)
+    atomic_write_text(d / "test_repro.py", test)
     return d
+
+
+def reproduced(finding: Finding, output: str, compact: bool) -> bool:
+    """Whether a repro's output (it exited 1) shows the finding: the generic comparison prints the verdict;
+    a compact repro (NOTE [repro styles]) shows assert_close failing on two printed values, or the
+    expected side's error as its own traceback's last line."""
+    verdict = finding.signature.verdict
+    expect = expect_of(verdict, finding.outcome) if compact else None
+    if expect is None:
+        return f"verdict: {verdict}" in output
+    if not expect.a_raises and not expect.b_raises:
+        return "AssertionError" in output and "not close" in output
+    side = finding.outcome.functorch if expect.last == 0 else finding.outcome.reference
+    digits = re.compile(r"[0-9]+")
+    wanted = digits.sub("N", f"{side.error_type}: {(side.error or '')[:60]}")
+    return any(digits.sub("N", line).startswith(wanted) for line in output.splitlines())
 
 
 def run_repro(repro: Path, *, python: str = sys.executable, timeout: float = 600.0) -> dict[str, Any]:
@@ -86,9 +104,10 @@ def verify_and_publish(
     server: ForkServer | None = None,
 ) -> tuple[bool, Path]:
     """Run the staged repro in a fresh process (a fork-server child when ``server`` is given, see NOTE
-    [verification fork server]); publish it as a finding if it exited 1 *and* printed the same verdict
-    (an unexpected crash also exits 1). A ``crash`` is verified by a plain run killed by a signal. A ``hang`` is verified by a plain run that does not finish within
-    twice the per-case timeout, plus start-up. Returns (verified, final dir)."""
+    [verification fork server]); publish it as a finding if it exited 1 *and* showed the same finding
+    (:func:`reproduced`: an unexpected crash also exits 1). A ``crash`` is verified by a plain run killed by
+    a signal. A ``hang`` is verified by a plain run that does not finish within twice the per-case
+    timeout, plus start-up. Returns (verified, final dir)."""
     verdict = finding.signature.verdict
     if verdict == "hang":
         result = run_repro(staged / "repro.py", python=python, timeout=2 * (case_timeout or 60.0) + 30)
@@ -98,18 +117,15 @@ def verify_and_publish(
         result = run_repro(staged / "repro.py", python=python, timeout=2 * (case_timeout or 60.0) + 30)
         verified = result["exit_code"] is not None and result["exit_code"] < 0
     else:
-        if server is not None:
-            code, output, seconds = server.run(staged / "repro.py")
-            result = {
-                "exit_code": code,
-                "seconds": round(seconds, 3),
-                "python": python,
-                "method": "fork server",
-                "output_tail": output[-2000:],
-            }
-        else:
-            result = run_repro(staged / "repro.py", python=python)
-        verified = result["exit_code"] == 1 and f"verdict: {verdict}" in result["output_tail"]
+        result = _run_staged(staged, python, server)
+        verified = result["exit_code"] == 1 and reproduced(finding, result["output_tail"], compact=True)
+        if not verified and expect_of(verdict, finding.outcome) is not None:
+            # NOTE [repro styles]: a compact repro that does not show the finding falls back to the
+            # generic comparison, which must then show it
+            staged = stage(out, finding, compact=False)
+            result = _run_staged(staged, python, server)
+            result["compact_failed"] = True
+            verified = result["exit_code"] == 1 and reproduced(finding, result["output_tail"], compact=False)
     dest_root = out / ("findings" if verified else "unverified")
     dest_root.mkdir(parents=True, exist_ok=True)
     dest = dest_root / staged.name
@@ -118,6 +134,19 @@ def verify_and_publish(
         shutil.rmtree(dest)
     os.replace(staged, dest)
     return verified, dest
+
+
+def _run_staged(staged: Path, python: str, server: ForkServer | None) -> dict[str, Any]:
+    if server is None:
+        return run_repro(staged / "repro.py", python=python)
+    code, output, seconds = server.run(staged / "repro.py")
+    return {
+        "exit_code": code,
+        "seconds": round(seconds, 3),
+        "python": python,
+        "method": "fork server",
+        "output_tail": output[-2000:],
+    }
 
 
 class Verifier:

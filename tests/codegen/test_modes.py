@@ -93,3 +93,41 @@ def test_tuple_argnums_twins_match_torch_func(name: str) -> None:
     torch.testing.assert_close(got, expected)
     if name not in ("jvp", "linearize"):
         assert isinstance(got, tuple) and len(got) == 2
+
+
+def _short_forms() -> list[tuple[str, str]]:
+    import fuzzer.codegen.repro_lib as lib
+
+    return [
+        (name, name.rsplit("_", 1)[0] if name.endswith("_1") else name.removesuffix("_short"))
+        for name in dir(lib)
+        if name.endswith(("_short", "_1")) and callable(getattr(lib, name))
+    ]
+
+
+@pytest.mark.parametrize("short,twin", _short_forms())
+def test_short_twins_of_published_repros_compute_what_the_general_ones_do(short: str, twin: str) -> None:
+    """NOTE [repro styles]: a published repro uses the shortest form of each twin (``*_short`` for an int
+    argnums, ``*_1`` for a Function of one input); each computes exactly what the general twin does."""
+    import fuzzer.codegen.repro_lib as lib
+
+    def h(x, y):
+        return torch.sin(x) * y**2 + x.exp() * 0.5
+
+    x = torch.linspace(-1, 1, 6, dtype=torch.float64).reshape(3, 2)
+    y = torch.linspace(0.5, 2, 6, dtype=torch.float64).reshape(3, 2)
+    general, compact = getattr(lib, twin), getattr(lib, short)
+    kwargs = {"create_graph": True} if twin == "autograd_grad" else {}
+    if short.endswith("_1"):
+        one = lambda x: h(x, y)  # noqa: E731
+        want = general(one, **kwargs)(x.clone().requires_grad_())
+        got = compact(one, **kwargs)(x.clone().requires_grad_())
+    else:
+        want = general(h, argnums=1, **kwargs)(x.clone().requires_grad_(), y.clone().requires_grad_())
+        got = compact(h, argnums=1, **kwargs)(x.clone().requires_grad_(), y.clone().requires_grad_())
+    torch.testing.assert_close(got, want)
+    if twin == "vmap_loop":
+        torch.testing.assert_close(
+            compact(lambda x: h(x, y[0]), in_dims=1, out_dims=1)(x.T.clone()),
+            vmap(lambda x: h(x, y[0]), in_dims=1, out_dims=1)(x.T.clone()),
+        )

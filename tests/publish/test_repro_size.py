@@ -1,0 +1,85 @@
+"""Quality: published repros are maintainer-size (NOTE [repro styles]) and still reproduce. Sizes pinned
+for the seed and for real torch 2.13 bugs of the corpus, each repro run in a fresh process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from fuzzer.codegen.render import render
+from fuzzer.history.corpus import load_entry
+from fuzzer.ir.case import Case
+from fuzzer.judge.judge import Judge
+from fuzzer.publish.findings import Finding, expect_of, repro_lines
+from fuzzer.publish.verify import reproduced
+from fuzzer.triage.signature import Signature, skeleton
+
+ROOT = Path(__file__).resolve().parents[2]
+ON_2_13 = torch.__version__.startswith("2.13")
+
+
+def lines(text: str) -> int:
+    return sum(1 for line in text.splitlines() if line.strip())
+
+
+def published(case: Case, oracle: str, tmp_path: Path) -> tuple[Finding, str, subprocess.CompletedProcess[str]]:
+    """The repro the campaign would publish for ``case`` on this torch, and its run in a fresh process."""
+    j = Judge(timeout=120)(case, oracle)
+    assert j.outcome is not None
+    finding = Finding(
+        case=case,
+        signature=Signature(j.verdict, oracle, skeleton(case), ()),
+        features=(),
+        outcome=j.outcome,
+        seconds_to_find=0.0,
+        cases_to_find=1,
+        torch_version=torch.__version__,
+        found_by="test",
+    )
+    expect = expect_of(j.verdict, j.outcome)
+    text = render(case, header=finding.short_header(), oracle=oracle, style="repro", expect=expect)
+    script = tmp_path / "repro.py"
+    script.write_text(text)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    return finding, text, proc
+
+
+def test_the_seed_repro_is_no_longer_than_the_hand_minimized_one(seed_case: Case) -> None:
+    """The seed's class as a published repro on torch 2.0.1 (a value mismatch): at most 31 non-blank lines,
+    the size of the repro a maintainer minimized by hand (../shared/seed)."""
+    from fuzzer.codegen.render import Expect
+
+    text = render(seed_case, header=["h", "h"], style="repro", expect=Expect())
+    assert lines(text) <= 31
+    assert lines(text) == repro_lines(seed_case, "functorch_vs_create_graph", Expect())
+    code = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    assert [line for line in code if line.startswith(("import", "from"))] == ["import torch"]
+    assert "torch.testing.assert_close(a, b)" in text and "def verdict" not in text
+    assert "autograd_grad(torch.func.grad(f))" in text  # sides named by what they run
+
+
+@pytest.mark.skipif(not ON_2_13, reason="pinned on torch 2.13, where these corpus bugs are open")
+@pytest.mark.parametrize(
+    "entry,most",
+    [
+        ("value_mismatch-63c0cdb50a", 41),  # G5: linearize const-folding, autograd_grad>linearize
+        ("torch_bug_error-f21bcfaafd", 33),  # G7: generate_vmap_rule loses mark_non_differentiable
+        ("error_functorch_only-6be8afd306", 20),  # G9: generate_vmap_rule + mark_dirty under vmap
+        ("error-e349ed6e78", 37),  # G12: plain forward AD keeps a jvp rule's input tangent
+    ],
+)
+def test_real_bugs_publish_short_repros_that_reproduce(entry: str, most: int, tmp_path: Path) -> None:
+    e = load_entry(ROOT / "corpus" / entry)
+    finding, text, proc = published(e.case, e.oracle, tmp_path)
+    assert finding.signature.verdict not in ("consistent", "expected"), finding.signature.verdict
+    assert lines(text) <= most, text
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert reproduced(finding, proc.stdout + proc.stderr, compact=True), proc.stdout + proc.stderr
+    if finding.outcome.functorch.ok and finding.outcome.reference.ok:
+        assert "not close" in proc.stderr
+    else:  # an error repro: the error is the script's own traceback, through torch's frames
+        assert "Traceback" in proc.stderr and "/torch/" in proc.stderr

@@ -500,22 +500,7 @@ class Campaign:
                 self._on_tick(self)
             if now - last_stats >= c.stats_interval:
                 last_stats = now
-                self.queue_history.append(
-                    [
-                        round(self.stats.elapsed, 1),
-                        len(queue),
-                        len(self.scheduler.running),
-                        round(self.stats.seconds["shrink"], 1),
-                    ]
-                )
-                self.progress_history.append(
-                    [
-                        round(self.stats.elapsed, 1),
-                        self.stats.cases,
-                        len(self.book.buckets),
-                        sum(b.status == "verified" for b in self.book.buckets.values()),
-                    ]
-                )
+                self._record_history()
                 self.write_stats("running")
             if now - last_rss >= c.rss_interval and all(s.rss_mb for s in self.slots):
                 last_rss = now
@@ -536,6 +521,14 @@ class Campaign:
             self._complete(job, job.case, self._unshrunk_info(job, "the campaign ended before it was shrunk"))
         queue.clear()
 
+    def _record_history(self) -> None:
+        """A row of ``queue_history`` and ``progress_history`` (every stats interval, and at the end)."""
+        elapsed = round(self.stats.elapsed, 1)
+        running = len(self.scheduler.running)
+        self.queue_history.append([elapsed, len(self.scheduler.queue), running, round(self.stats.seconds["shrink"], 1)])
+        verified = sum(b.status == "verified" for b in self.book.buckets.values())
+        self.progress_history.append([elapsed, self.stats.cases, len(self.book.buckets), verified])
+
     def finish(self, on_tick: Callable[[Campaign], None] | None = None) -> None:
         self.elapsed = self.stats.elapsed
         while self.verifier.pending:
@@ -544,6 +537,7 @@ class Campaign:
             time.sleep(0.1)
         self._collect_verifications()
         self.verifier.close()
+        self._record_history()
         self.save_state()
         self.write_stats("stopped")
         self.event("stop", cases=self.stats.cases, buckets=len(self.book.buckets), reason=self._stop_reason())

@@ -1,4 +1,4 @@
-"""Command line: ``affuzz run``, ``shrink``, ``render``, ``corpus``, ``replay`` and ``bisect``.
+"""Command line: ``affuzz run``, ``shrink``, ``render``, ``corpus``, ``replay``, ``bisect``, ``report`` and ``file``.
 
 Only wiring lives here: each command is a module (``run``, ``render``, ...) with ``add_parser(sub)``, its
 options, and ``command(args) -> int``, which imports the layers below it (torch, rich) only when it runs, so
@@ -14,12 +14,21 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..ir.errors import AffuzzError
-from . import corpus, render, replay, run, shrink, torch_bisect
+from . import corpus, file, render, replay, report, run, shrink, torch_bisect
 from .common import EXIT_USAGE, Parser
 
 __all__ = ["build_parser", "main"]
 
-COMMANDS = {"run": run, "render": render, "shrink": shrink, "corpus": corpus, "replay": replay, "bisect": torch_bisect}
+COMMANDS = {
+    "run": run,
+    "render": render,
+    "shrink": shrink,
+    "corpus": corpus,
+    "replay": replay,
+    "bisect": torch_bisect,
+    "report": report,
+    "file": file,
+}
 """The subcommands, in the order ``affuzz --help`` lists them."""
 
 

@@ -123,6 +123,8 @@ def command(args: argparse.Namespace) -> int:
     from ..campaign.config import CampaignConfig
     from ..campaign.driver import Campaign
     from ..campaign.state import load_state
+    from ..publish.drafts import write_drafts
+    from ..publish.html import write_html
     from ..publish.report import LiveView, summary_table, write_report
 
     resume = None
@@ -203,10 +205,13 @@ def command(args: argparse.Namespace) -> int:
             ray.shutdown()
     summary = campaign.summary()
     write_report(out, summary)
+    html = write_html(out)  # after summary.json: the report of a finished run
+    drafts = write_drafts(out, python=config.verify_python)
     console.print(summary_table(summary))
     verified = sum(b["status"] == "verified" for b in summary["buckets"])
     console.print(
-        f"report: {out / 'report.md'}  summary: {out / 'summary.json'}  verified findings: {verified}"
+        f"report: {html}  summary: {out / 'summary.json'}  verified findings: {verified}"
+        f"  issue drafts: {len(drafts)} in {out / 'issues'}"
         f"  (continue with: affuzz run --resume {out} --duration <total>)",
         highlight=False,
     )

@@ -9,6 +9,16 @@ from pathlib import Path
 from typing import Any
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+#: Mode of the files written: what ``open()`` would give (mkstemp alone gives 0600).
+FILE_MODE = 0o666 & ~_umask()
+
+
 def atomic_write_text(path: Path | str, text: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -16,6 +26,7 @@ def atomic_write_text(path: Path | str, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+            os.fchmod(fh.fileno(), FILE_MODE)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

@@ -81,5 +81,8 @@ def test_real_bugs_publish_short_repros_that_reproduce(entry: str, most: int, tm
     assert reproduced(finding, proc.stdout + proc.stderr, compact=True), proc.stdout + proc.stderr
     if finding.outcome.functorch.ok and finding.outcome.reference.ok:
         assert "not close" in proc.stderr
-    else:  # an error repro: the error is the script's own traceback, through torch's frames
-        assert "Traceback" in proc.stderr and "/torch/" in proc.stderr
+    else:  # an error repro: the error is the script's own traceback, ending in that error
+        side = finding.outcome.functorch if not finding.outcome.functorch.ok else finding.outcome.reference
+        assert "Traceback" in proc.stderr and f"{side.error_type}: " in proc.stderr.strip().splitlines()[-1]
+        if side.frame:  # raised in torch's Python code: that frame is in the traceback
+            assert side.frame.split(":")[0] in proc.stderr

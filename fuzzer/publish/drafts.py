@@ -1,0 +1,539 @@
+"""Issue drafts: ``OUT/issues/<bucket id>.md``, one per verified bucket, in the shape of PyTorch's bug report
+form, and ``OUT/issues/README.md``, their index.
+
+NOTE [issue drafts]
+A draft is what a person (or ``affuzz file``) files upstream: its first line is the title, ``# `` and one
+line saying what disagrees (side A, side B, how they disagree, the essential features), ending with the
+signature token ``[affuzz:<bucket id>]`` by which a filed issue is found again; then the form's sections,
+``### 🐛 Describe the bug`` (two sentences, the repro, what each side printed, what was expected, the other
+stacks the bucket was hit under) and ``### Versions`` (``python -m torch.utils.collect_env``, run once per
+call by the interpreter that ran the cases); last a ``Suggested labels:`` line. Only verified buckets get a
+draft; one that matches a known upstream issue (:mod:`.upstream`) gets a "known: #N" line in the index
+instead, so it is never filed again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..ir.case import FORWARD_MODE_TRANSFORMS, OUTER_TRANSFORMS
+from ..ir.files import atomic_write_text
+from ..ir.oracles import MAIN, alternate_stack
+from ..ir.serde import case_from_json
+from .rundata import BucketData, RunData, load_run
+from .upstream import KnownIssue, known_issue
+
+ISSUES_DIR = "issues"
+INDEX = "README.md"
+TITLE_LIMIT = 130  # characters of the title before its signature token
+COLLECT_ENV_TIMEOUT = 120.0  # seconds
+#: How a title quotes an error, most detailed first: (characters of the message, with its type).
+ERROR_FORMS = ((80, True), (80, False), (50, True), (50, False), (35, False))
+TOKEN = re.compile(r"\[affuzz:([A-Za-z0-9_.-]+)\]")
+LABELS_PREFIX = "Suggested labels: "
+
+#: PyTorch's labels (the names its tracker uses).
+LABEL_FUNCTORCH = "module: functorch"
+LABEL_AUTOGRAD = "module: autograd"
+LABEL_FORWARD_AD = "module: forward ad"
+LABEL_SILENT = "module: correctness (silent)"
+
+#: What a Function with each (essential) feature does, as "a custom autograd.Function that ...".
+FEATURE_PHRASES = {
+    "output_is_input": "returns its input",
+    "output_is_view": "returns a view of its input",
+    "output_is_view_of_output": "returns a view of an output",
+    "output_repeated": "returns one output twice",
+    "saved_input": "saves its input",
+    "saved_output": "saves an output",
+    "saved_intermediate": "saves an intermediate",
+    "saved_on_ctx": "keeps a tensor on ctx",
+    "saved_detached": "saves a detached tensor",
+    "grad_unused": "ignores an output's gradient",
+    "backward_returns_none": "returns None from backward",
+    "legacy_forward": "uses the legacy forward(ctx, ...)",
+    "generate_vmap_rule": "uses generate_vmap_rule",
+    "custom_vmap": "has its own vmap rule",
+    "custom_jvp": "has a jvp rule",
+    "mark_dirty": "modifies an input in place (mark_dirty)",
+    "mark_non_differentiable": "marks an output non-differentiable",
+    "once_differentiable": "has a @once_differentiable backward",
+    "materialize_grads_false": "sets materialize_grads(False)",
+    "non_tensor_input": "takes a Python float",
+    "non_tensor_output": "returns a Python int",
+    "inplace_on_output": "has its output modified in place after apply",
+}
+
+_REVERSE_TWIN = ("autograd.grad(create_graph=True)", "autograd.grad")
+_FORWARD_TWIN = ("autograd.forward_ad", "forward_ad")
+_LOOP_TWIN = ("a Python loop", "a loop for vmap")
+#: NOTE [mode equivalence] in fuzzer/codegen/repro_lib.py, by kind: (alone, in a list).
+TWINS = {
+    "grad": _REVERSE_TWIN,
+    "vjp": _REVERSE_TWIN,
+    "jacrev": _REVERSE_TWIN,
+    "hessian": _REVERSE_TWIN,
+    "jacfwd": _FORWARD_TWIN,
+    "jvp": _FORWARD_TWIN,
+    "linearize": _FORWARD_TWIN,
+    "vmap": _LOOP_TWIN,
+}
+
+#: What side B computes, per oracle (NOTE [oracles] in fuzzer/ir/oracles.py).
+ORACLE_TEXT = {
+    MAIN: "the same derivatives in plain autograd (each torch.func level replaced by its twin: "
+    "autograd.grad(create_graph=True) for reverse mode, torch.autograd.forward_ad for forward mode, "
+    "a Python loop for vmap)",
+    "jacrev_vs_jacfwd": "the same stack with its first-order jacrev and jacfwd swapped, which compute the same Jacobian",
+    "vmap_vs_loop": "the same stack with every vmap replaced by a Python loop over the batch",
+    "forward_over_reverse": "the same second-order derivative computed in the other order (jacfwd over reverse "
+    "mode for jacrev over reverse mode, jacrev(jacrev) for hessian)",
+}
+
+TRIAGE_TEXT = {
+    "functorch_wrong": "Central finite differences of the forward (float64) agree with side B: {a} is the wrong side.",
+    "reference_wrong": "Central finite differences of the forward (float64) agree with side A: {b} is the wrong side.",
+    "both_wrong": "Central finite differences of the forward (float64) agree with neither side.",
+}
+
+
+@dataclass(frozen=True)
+class Sides:
+    a: str  # side A in words, e.g. "torch.func.grad"
+    b: str  # side B in words, e.g. "autograd.grad(create_graph=True)"
+    b_skeleton: tuple[str, ...]  # side B's transforms, where they are torch.func levels too
+
+
+def stack_expr(skeleton: list[str] | tuple[str, ...]) -> str:
+    """``["autograd_grad", "linearize", "vmap"]`` -> ``autograd.grad of torch.func.linearize(vmap)``."""
+    inner = [t for t in skeleton if t not in OUTER_TRANSFORMS]
+    expr = inner[-1] if inner else "f"
+    for t in reversed(inner[:-1]):
+        expr = f"{t}({expr})"
+    if inner:
+        expr = f"torch.func.{expr}"
+    return f"autograd.grad of {expr}" if len(inner) < len(skeleton) else expr
+
+
+def _alternate_skeleton(bucket: BucketData) -> tuple[str, ...] | None:
+    """Side B's stack under a torch.func-only oracle, from the published case (None: not known)."""
+    if bucket.path is None or not (bucket.path / "case.json").exists():
+        return None
+    try:
+        case = case_from_json(json.loads((bucket.path / "case.json").read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError):  # CaseError is a ValueError
+        return None
+    alt = alternate_stack(case, bucket.summary["oracle"])
+    return None if alt is None else tuple(t.name for t in alt)
+
+
+def sides(bucket: BucketData) -> Sides:
+    skeleton = tuple(bucket.summary.get("transforms") or ())
+    oracle = bucket.summary["oracle"]
+    a = stack_expr(skeleton)
+    if oracle == MAIN:
+        twins = list(dict.fromkeys(TWINS[t] for t in skeleton if t in TWINS))
+        if not twins:
+            b = _REVERSE_TWIN[0]
+        elif len(twins) == 1:
+            b = twins[0][0]
+        else:
+            b = f"plain autograd ({', '.join(t[1] for t in twins)})"
+        return Sides(a, b, ())
+    if oracle == "vmap_vs_loop":
+        return Sides(a, "the same with a loop for vmap", ())
+    alt = _alternate_skeleton(bucket)
+    if alt is not None:
+        return Sides(a, stack_expr(alt), alt)
+    fallback = {"jacrev_vs_jacfwd": "the same with jacrev and jacfwd swapped"}
+    return Sides(a, fallback.get(oracle, "the same in the other order"), ())
+
+
+def _error_type_and_message(fingerprint: str) -> tuple[str, str]:
+    """``RuntimeError: msg at "file":N @ frame`` -> (``RuntimeError``, ``msg``)."""
+    key = fingerprint.rsplit(" @ ", 1)[0] if " @ " in fingerprint else fingerprint
+    kind, _, message = key.partition(": ")
+    if not message:
+        return "", kind.strip()
+    message = re.sub(r'\s+at\s+"[^"]*"(:N)?', "", message).strip()
+    return kind.strip(), message
+
+
+def short_error(fingerprint: str, limit: int = 50, *, with_type: bool = True) -> str:
+    kind, message = _error_type_and_message(fingerprint)
+    if len(message) > limit:
+        message = message[:limit].rsplit(" ", 1)[0].rstrip(",.;:") + "…"
+    return f'{kind} "{message}"' if kind and with_type else f'"{message}"'
+
+
+def _fingerprint(bucket: BucketData) -> str:
+    record = bucket.record or {}
+    if record.get("error"):
+        return str(record["error"])
+    sig = str(bucket.summary.get("signature", ""))
+    return sig.split("|", 1)[1] if sig.startswith(("error|", "torch_bug_error|")) else ""
+
+
+def _is_error(summary: str, fingerprint: str) -> bool:
+    kind, _ = _error_type_and_message(fingerprint)
+    if kind and summary.startswith(f"{kind}:"):
+        return True
+    return bool(re.match(r"[A-Za-z_][\w.]*(Error|Exception)\b: ", summary))
+
+
+def _shows(summary: str, fingerprint: str) -> bool:
+    """Whether a side's printed error is the bucket's error (numbers and file names aside)."""
+    kind, message = _error_type_and_message(fingerprint)
+    head = re.sub(r"\d+", "N", message)[:30]
+    text = re.sub(r'\s+at\s+"[^"]*"(:N)?', "", re.sub(r"\d+", "N", summary))
+    return bool(kind) and text.startswith(f"{kind}: {head}")
+
+
+def raising_sides(bucket: BucketData) -> tuple[bool, bool]:
+    """Which sides raised (A, B), from the verdict or, for a torch-bug error, from what they printed."""
+    verdict = bucket.summary["verdict"]
+    if verdict == "error_functorch_only":
+        return True, False
+    if verdict == "error_reference_only":
+        return False, True
+    if verdict == "different_errors":
+        return True, True
+    record = bucket.record or {}
+    fp = _fingerprint(bucket)
+    return _is_error(str(record.get("functorch", "")), fp), _is_error(str(record.get("reference", "")), fp)
+
+
+def bug_sides(bucket: BucketData) -> tuple[bool, bool]:
+    """Which sides raised the bucket's own error (A, B); both when that cannot be told."""
+    record = bucket.record or {}
+    fp = _fingerprint(bucket)
+    a, b = _shows(str(record.get("functorch", "")), fp), _shows(str(record.get("reference", "")), fp)
+    return (a, b) if a or b else raising_sides(bucket)
+
+
+def _feature_clause(features: list[str]) -> str:
+    if not features:
+        return "for a custom autograd.Function"
+    phrases = [FEATURE_PHRASES.get(f, f) for f in features]
+    if "output_is_input" in features and "saved_input" in features:
+        phrases[features.index("saved_input")] = "saves it"  # "returns its input and saves it"
+    joined = phrases[0] if len(phrases) == 1 else ", ".join(phrases[:-1]) + " and " + phrases[-1]
+    return f"for a custom autograd.Function that {joined}"
+
+
+def _title_core(
+    bucket: BucketData, sides_: Sides, quote: bool = False, err: tuple[int, bool] = (80, True), compact: bool = False
+) -> tuple[str, str]:
+    """(what disagrees, an optional "where the other side works"); ``quote``: side names in backticks;
+    ``err``: characters of the error message, and whether to name its type; ``compact``: fewer words."""
+    s = Sides(f"`{sides_.a}`", f"`{sides_.b}`", sides_.b_skeleton) if quote else sides_
+    verdict = bucket.summary["verdict"]
+    fp = _fingerprint(bucket)
+    err = short_error(fp, err[0], with_type=err[1]) if fp else "an error"
+    if verdict == "value_mismatch":
+        return f"{s.a} and {s.b} " + ("disagree" if compact else "return different values"), ""
+    if verdict == "structure_mismatch":
+        how = "disagree in shape or structure" if compact else "return results of different shape or structure"
+        return f"{s.a} and {s.b} {how}", ""
+    if verdict == "error_functorch_only":
+        return f"{s.a} raises {err}", f" where {s.b} works"
+    if verdict == "error_reference_only":
+        return f"{s.b} raises {err}", f" where {s.a} works"
+    if verdict == "different_errors":
+        return f"{s.a} and {s.b} raise different errors ({err})", ""
+    if verdict == "torch_bug_error":
+        a, b = bug_sides(bucket)
+        raised_a, raised_b = raising_sides(bucket)
+        if a and not b:
+            return f"{s.a} raises {err}", "" if raised_b else f" where {s.b} works"
+        if b and not a:
+            return f"{s.b} raises {err}", "" if raised_a else f" where {s.a} works"
+        return f"{s.a} and {s.b} raise {err}", ""
+    if verdict == "hang":
+        return f"{s.a} or {s.b} hangs", ""
+    if verdict == "slow":
+        return f"{s.a} and {s.b} agree but one is over 50x slower", ""
+    if verdict == "crash":
+        return f"{s.a} or {s.b} crashes the process", ""
+    return f"{s.a} and {s.b} disagree ({verdict})", ""
+
+
+def title(bucket: BucketData, s: Sides | None = None) -> str:
+    """One line (at most :data:`TITLE_LIMIT` characters before the token) ending with ``[affuzz:<id>]``:
+    the most detailed wording that fits. Essential features are kept longest, then the error message
+    (and wordier phrasings), then "where the other side works"."""
+    s = s or sides(bucket)
+    features = list(bucket.summary.get("signature_features") or ())
+    text = None
+    for n in range(len(features), -1, -1):
+        for err, compact in [(e, False) for e in ERROR_FORMS] + [(ERROR_FORMS[-1], True)]:
+            core, works = _title_core(bucket, s, err=err, compact=compact)
+            for candidate in (core + works, core):
+                candidate += (" " + _feature_clause(features[:n])) if n else ""
+                if len(candidate) <= TITLE_LIMIT:
+                    text = candidate
+                    break
+            if text:
+                break
+        if text:
+            break
+    if text is None:
+        core, _ = _title_core(bucket, s, err=ERROR_FORMS[-1], compact=True)
+        text = core if len(core) <= TITLE_LIMIT else core[: TITLE_LIMIT - 1].rstrip() + "…"
+    return f"{text} [affuzz:{bucket.id}]"
+
+
+def labels(bucket: BucketData, s: Sides | None = None) -> list[str]:
+    s = s or sides(bucket)
+    transforms = set(bucket.summary.get("transforms") or ()) | set(s.b_skeleton)
+    result = [LABEL_FUNCTORCH, LABEL_AUTOGRAD]  # side A is always torch.func, the Function is autograd's
+    if transforms & set(FORWARD_MODE_TRANSFORMS) or "custom_jvp" in (bucket.summary.get("signature_features") or ()):
+        result.append(LABEL_FORWARD_AD)
+    if bucket.summary["verdict"] in ("value_mismatch", "structure_mismatch"):
+        result.append(LABEL_SILENT)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------- Versions
+
+
+def collect_env(python: str, timeout: float = COLLECT_ENV_TIMEOUT) -> str:
+    """The ``### Versions`` text: ``python -m torch.utils.collect_env``'s output, or what it printed before
+    it failed or timed out, and a line saying so."""
+    try:
+        proc = subprocess.Popen(
+            [python, "-m", "torch.utils.collect_env"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,  # its children (pip, nvidia-smi) die with it on a timeout
+        )
+    except OSError as e:
+        return f"(`{python} -m torch.utils.collect_env` could not be started: {e.strerror or e})"
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        out, err = proc.communicate()
+        return (out or "").rstrip() + (
+            f"\n\n(`{python} -m torch.utils.collect_env` did not finish within {timeout:.0f} s; "
+            "the above is what it printed until then)"
+        )
+    if proc.returncode != 0:
+        last = next((line for line in reversed((err or "").splitlines()) if line.strip()), "")
+        return (out or "").rstrip() + (
+            f"\n\n(`{python} -m torch.utils.collect_env` failed with exit status {proc.returncode}"
+            + (f": {last.strip()}" if last else "")
+            + ")"
+        )
+    return (out or "").rstrip()
+
+
+def _versions_section(env: str, run: RunData) -> str:
+    torch_version = run.numbers.get("torch_version")
+    lines = ["### Versions", "", "```", env.strip("\n"), "```"]
+    m = re.search(r"^PyTorch version: (\S+)", env, re.MULTILINE)
+    if torch_version and (m is None or m.group(1) != torch_version):
+        lines += [
+            "",
+            f"The campaign ran on torch {torch_version}"
+            + (f" (Python {run.numbers['python_version']})" if run.numbers.get("python_version") else "")
+            + ("; the environment above has torch " + m.group(1) if m else "")
+            + ".",
+        ]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------- drafts
+
+
+def _block(text: str, lang: str = "") -> list[str]:
+    fence = "````" if "```" in text else "```"
+    return [f"{fence}{lang}", text.rstrip("\n"), fence]
+
+
+def _expected(bucket: BucketData, s: Sides) -> str:
+    verdict = bucket.summary["verdict"]
+    record = bucket.record or {}
+    if verdict == "value_mismatch":
+        text = (
+            "Both sides compute the same mathematics, so they should return the same values (within "
+            "`torch.testing.assert_close` tolerances)."
+        )
+        triage = record.get("triage") or bucket.summary.get("triage")
+        if triage in TRIAGE_TEXT:
+            text += " " + TRIAGE_TEXT[triage].format(a=f"`{s.a}` (torch.func)", b=f"`{s.b}`")
+        else:
+            text += " Which side is wrong was not determined" + (
+                " (the finite-difference check could not decide)." if triage == "undetermined" else "."
+            )
+        if record.get("triage_detail"):
+            text += f" ({record['triage_detail']})"
+        return text
+    if verdict == "structure_mismatch":
+        return "Both sides should return results of the same structure, shapes and dtypes (and the same values)."
+    if verdict == "hang":
+        return "Both sides finish (the repro runs past its time limit)."
+    if verdict == "slow":
+        return "Both sides take comparable time."
+    if verdict == "crash":
+        return "Neither side crashes the interpreter."
+    text = "Both sides return the same result, or raise the same error."
+    if verdict == "torch_bug_error":
+        text += " PyTorch itself calls this error a bug (an internal assert or an assertion inside torch)."
+    return text
+
+
+def _observed(bucket: BucketData, s: Sides) -> list[str]:
+    record = bucket.record or {}
+    lines = [
+        f"**Observed** (torch {record.get('torch_version', '?')}):",
+        "",
+        f"side A, `{s.a}`:",
+        *_block(str(record.get("functorch", "?"))),
+        "",
+        f"side B, `{s.b}`:",
+        *_block(str(record.get("reference", "?"))),
+    ]
+    fp = _fingerprint(bucket)
+    if fp:
+        lines += ["", f"The error, with the torch frame that raised it: `{fp}`"]
+    return lines
+
+
+def _also_seen(bucket: BucketData) -> list[str]:
+    stacks = bucket.summary.get("stacks") or {}
+    if not stacks:
+        return []
+    lines = ["", "**Also seen under** (oracle: transform stack, outermost first → hits):", ""]
+    lines += [f"- `{k}` → {v}" for k, v in sorted(stacks.items(), key=lambda kv: (-kv[1], kv[0]))]
+    return lines
+
+
+def draft(bucket: BucketData, run: RunData, env: str) -> str:
+    """The text of ``issues/<bucket id>.md`` (NOTE [issue drafts])."""
+    s = sides(bucket)
+    record = bucket.record or {}
+    oracle = bucket.summary["oracle"]
+    features = list(bucket.summary.get("signature_features") or ())
+    core, works = _title_core(bucket, s, quote=True)
+    what = _feature_clause(features).removeprefix("for ")
+    intro = (
+        f"With {what}, {core}{works}. "
+        f"Side A runs the transforms through torch.func; side B computes {ORACLE_TEXT.get(oracle, oracle)}, "
+        "so the two must agree."
+    )
+    found = (
+        "Repro (needs only torch; it exits with status 1 while the bug is there; found and shrunk by affuzz, a "
+        "differential fuzzer of torch.func against plain autograd"
+        + (f", `{record['found_by']}`" if record.get("found_by") else "")
+        + "):"
+    )
+    lines = [
+        f"# {title(bucket, s)}",
+        "",
+        "### 🐛 Describe the bug",
+        "",
+        intro,
+        "",
+        found,
+        "",
+        *_block(bucket.repro or "# (repro.py missing)", "python"),
+        "",
+        *_observed(bucket, s),
+        "",
+        f"**Expected**: {_expected(bucket, s)}",
+        *_also_seen(bucket),
+        "",
+        _versions_section(env, run),
+        "",
+        LABELS_PREFIX + ", ".join(f"`{label}`" for label in labels(bucket, s)),
+        "",
+        f"<sub>affuzz bucket `{bucket.id}`, signature `{bucket.summary.get('signature', '')}`</sub>",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _index(run: RunData, written: list[tuple[BucketData, str]], known: list[tuple[BucketData, KnownIssue]]) -> str:
+    others = [b for b in run.buckets if not b.verified]
+    lines = [
+        f"# Issue drafts: {run.out}",
+        "",
+        f"torch {run.numbers.get('torch_version', '?')}: {len(written)} "
+        f"{'draft' if len(written) == 1 else 'drafts'}, {len(known)} known upstream "
+        f"(NOTE [issue drafts] in fuzzer/publish/drafts.py). File them with `affuzz file {run.out} --repo OWNER/NAME` "
+        "(a dry run; add `--yes` to file).",
+        "",
+    ]
+    if written:
+        lines += ["| draft | verdict | title |", "|---|---|---|"]
+        lines += [f"| [{b.id}.md]({b.id}.md) | {b.summary['verdict']} | {_cell(t)} |" for b, t in written]
+        lines.append("")
+    if known:
+        lines += ["Known upstream (no draft):", ""]
+        lines += [f"- `{b.id}`: known: #{k.number} {k.issue} ({k.summary})" for b, k in known]
+        lines.append("")
+    if others:
+        lines += ["Not drafted (not verified): " + ", ".join(f"`{b.id}` ({b.summary.get('status')})" for b in others)]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def draft_plan(
+    run: RunData, known: tuple[KnownIssue, ...] | None = None
+) -> tuple[list[BucketData], list[tuple[BucketData, KnownIssue]]]:
+    """(the buckets that get a draft, the verified buckets that match a known upstream issue)."""
+    to_draft, matched = [], []
+    for b in run.buckets:
+        if not b.verified:
+            continue
+        k = known_issue(b.summary, known)
+        if k is not None:
+            matched.append((b, k))
+        else:
+            to_draft.append(b)
+    return to_draft, matched
+
+
+def write_drafts(out: Path, *, python: str | None = None, known: tuple[KnownIssue, ...] | None = None) -> list[Path]:
+    """Write ``OUT/issues/<id>.md`` for every verified bucket not known upstream, and ``OUT/issues/README.md``
+    (NOTE [issue drafts]); drafts of earlier calls that no longer apply are removed. ``python``: the
+    interpreter whose ``collect_env`` goes under Versions (default: this one). ``known``: the known-issues
+    table (default: :mod:`.upstream`'s). Returns the drafts written (the index, always written, is not
+    among them)."""
+    run = load_run(out)
+    to_draft, matched = draft_plan(run, known)
+    issues = out / ISSUES_DIR
+    env = collect_env(python or sys.executable) if to_draft else ""
+    written: list[Path] = []
+    titles: list[tuple[BucketData, str]] = []
+    for b in to_draft:
+        text = draft(b, run, env)
+        path = issues / f"{b.id}.md"
+        atomic_write_text(path, text)
+        written.append(path)
+        titles.append((b, text.splitlines()[0].removeprefix("# ")))
+    if issues.exists():
+        keep = {p.name for p in written} | {INDEX}
+        for p in issues.glob("*.md"):
+            if p.name not in keep:
+                p.unlink()
+    index = issues / INDEX
+    atomic_write_text(index, _index(run, titles, matched))
+    return written

@@ -1,0 +1,214 @@
+"""Issue drafts (NOTE [issue drafts] in fuzzer/publish/drafts.py): one per verified bucket of a real run, in
+PyTorch's bug-report form, with collect_env under Versions; known-upstream buckets get an index line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from fuzzer.publish.drafts import (
+    LABEL_FORWARD_AD,
+    LABEL_SILENT,
+    TITLE_LIMIT,
+    collect_env,
+    draft,
+    labels,
+    title,
+    write_drafts,
+)
+from fuzzer.publish.rundata import BucketData, RunData
+from fuzzer.publish.upstream import KnownIssue
+
+
+@pytest.fixture(scope="module")
+def run_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real short campaign: 3 verified buckets on torch 2.13 in about 25 s."""
+    from fuzzer.campaign.config import CampaignConfig
+    from fuzzer.campaign.driver import Campaign
+    from fuzzer.publish.report import write_report
+
+    out = tmp_path_factory.mktemp("drafts") / "out"
+    c = Campaign(CampaignConfig(out=out, seed=5, workers=0, max_cases=300))
+    c.run()
+    write_report(out, c.summary())
+    return out
+
+
+@pytest.fixture(scope="module")
+def drafted(run_out: Path) -> tuple[Path, list[Path]]:
+    return run_out, write_drafts(run_out)
+
+
+def summary(out: Path) -> dict:
+    return json.loads((out / "summary.json").read_text())
+
+
+def test_every_verified_bucket_gets_a_draft_in_the_bug_report_form(drafted: tuple[Path, list[Path]]) -> None:
+    out, paths = drafted
+    buckets = [b for b in summary(out)["buckets"] if b["status"] == "verified"]
+    assert buckets
+    assert paths == [out / "issues" / f"{b['id']}.md" for b in buckets]
+    index = (out / "issues" / "README.md").read_text()
+    for b in buckets:
+        text = (out / "issues" / f"{b['id']}.md").read_text()
+        record = json.loads((out / b["path"] / "finding.json").read_text())
+        first = text.splitlines()[0]
+        assert first.startswith("# ") and first.endswith(f" [affuzz:{b['id']}]")
+        assert len(first.removeprefix("# ").rsplit(" [affuzz:", 1)[0]) <= TITLE_LIMIT
+        assert "\n" not in first
+        sections = ["### 🐛 Describe the bug", "```python\n", "**Observed**", "**Expected**", "### Versions"]
+        positions = [text.index(s) for s in sections]
+        assert positions == sorted(positions), positions
+        assert (out / b["path"] / "repro.py").read_text().rstrip() in text  # the repro, whole
+        assert record["functorch"] in text and record["reference"] in text  # both sides, errors with messages
+        assert "PyTorch version: " in text  # python -m torch.utils.collect_env
+        if b["stacks"]:
+            assert "**Also seen under**" in text
+            assert all(f"`{stack}` → {hits}" in text for stack, hits in b["stacks"].items())
+        label_line = next(line for line in text.splitlines() if line.startswith("Suggested labels: "))
+        assert "`module: functorch`" in label_line and "`module: autograd`" in label_line
+        forward = {"jvp", "jacfwd", "linearize"} & set(b["transforms"]) or "custom_jvp" in b["signature_features"]
+        if forward:
+            assert "`module: forward ad`" in label_line
+        assert f"[{b['id']}.md]({b['id']}.md)" in index and first.removeprefix("# ") in index
+
+
+def test_error_drafts_name_the_side_that_raised(drafted: tuple[Path, list[Path]]) -> None:
+    out, _ = drafted
+    for b in summary(out)["buckets"]:
+        if b["verdict"] == "error_functorch_only":
+            first = (out / "issues" / f"{b['id']}.md").read_text().splitlines()[0]
+            assert first.startswith(("# torch.func.", "# autograd.grad of torch.func.")) and " raises " in first
+
+
+def test_known_upstream_buckets_get_an_index_line_instead(drafted: tuple[Path, list[Path]], tmp_path: Path) -> None:
+    src, _ = drafted
+    out = tmp_path / "out"
+    shutil.copytree(src, out)
+    ids = [b["id"] for b in summary(out)["buckets"] if b["status"] == "verified"]
+    table = (KnownIssue("https://github.com/pytorch/pytorch/issues/4242", 4242, "a test entry", {"ids": [ids[0]]}),)
+    paths = write_drafts(out, known=table)
+    assert out / "issues" / f"{ids[0]}.md" not in paths
+    assert not (out / "issues" / f"{ids[0]}.md").exists()  # the earlier draft is gone
+    index = (out / "issues" / "README.md").read_text()
+    assert f"`{ids[0]}`: known: #4242 https://github.com/pytorch/pytorch/issues/4242" in index
+
+
+def bucket(verdict: str, transforms: list[str], features: list[str], oracle: str = "functorch_vs_create_graph", **rec):
+    summary = {
+        "id": f"{verdict}-0123456789",
+        "signature": f"{verdict}|{oracle}|{'>'.join(transforms)}|{'+'.join(features) or '-'}",
+        "verdict": verdict,
+        "oracle": oracle,
+        "transforms": transforms,
+        "signature_features": features,
+        "status": "verified",
+        "stacks": {},
+    }
+    record = {"torch_version": "2.13.0", "functorch": "tensor(0.)", "reference": "tensor(6.)", **rec}
+    return BucketData(summary=summary, record=record, repro="print('repro')\n")
+
+
+def run_data() -> RunData:
+    return RunData(out=Path("OUT"), numbers={"torch_version": "2.13.0"}, finished=True)
+
+
+def test_title_says_what_disagrees() -> None:
+    b = bucket("value_mismatch", ["grad"], ["output_is_input", "saved_input"])
+    assert title(b) == (
+        "torch.func.grad and autograd.grad(create_graph=True) disagree for a custom "
+        "autograd.Function that returns its input and saves it [affuzz:value_mismatch-0123456789]"
+    )
+    seed = bucket("value_mismatch", ["autograd_grad", "grad"], ["output_is_input", "saved_output", "grad_unused"])
+    assert title(seed).startswith("autograd.grad of torch.func.grad and autograd.grad(create_graph=True)")
+    short = bucket("value_mismatch", ["jacrev"], ["saved_output"])
+    assert title(short).startswith("torch.func.jacrev and autograd.grad(create_graph=True) return different values")
+    many = bucket("structure_mismatch", ["vmap", "jacfwd", "hessian"], ["saved_input", "custom_jvp", "mark_dirty"])
+    assert len(title(many).rsplit(" [affuzz:", 1)[0]) <= TITLE_LIMIT
+    loop = bucket("value_mismatch", ["grad", "vmap"], ["custom_vmap"], oracle="vmap_vs_loop")
+    assert title(loop).startswith(
+        "torch.func.grad(vmap) and the same with a loop for vmap disagree for a custom autograd.Function that has its "
+        "own vmap rule"
+    )
+    err = bucket(
+        "error_reference_only",
+        ["jvp"],
+        [],
+        error='RuntimeError: boom at "/x/y.cpp":N @ torch/autograd/function.py:apply',
+        reference='RuntimeError: boom at "/x/y.cpp":12',
+    )
+    assert title(err).startswith('autograd.forward_ad raises RuntimeError "boom" where torch.func.jvp works')
+
+
+def test_labels() -> None:
+    assert labels(bucket("value_mismatch", ["grad"], [])) == ["module: functorch", "module: autograd", LABEL_SILENT]
+    assert LABEL_FORWARD_AD in labels(bucket("error_functorch_only", ["linearize"], []))
+    assert LABEL_FORWARD_AD in labels(bucket("error_functorch_only", ["grad"], ["custom_jvp"]))
+    assert LABEL_SILENT in labels(bucket("structure_mismatch", ["vmap"], []))
+    assert LABEL_SILENT not in labels(bucket("torch_bug_error", ["vmap"], []))
+
+
+@pytest.mark.parametrize(
+    "triage, needle",
+    [
+        ("functorch_wrong", "`torch.func.grad` (torch.func) is the wrong side"),
+        ("reference_wrong", "`autograd.grad(create_graph=True)` is the wrong side"),
+        ("both_wrong", "agree with neither side"),
+        ("undetermined", "Which side is wrong was not determined"),
+        (None, "Which side is wrong was not determined"),
+    ],
+)
+def test_expected_says_which_side_matches_finite_differences(triage: str | None, needle: str) -> None:
+    b = bucket("value_mismatch", ["grad"], [], **({"triage": triage} if triage else {}))
+    text = draft(b, run_data(), "PyTorch version: 2.13.0")
+    expected = next(line for line in text.splitlines() if line.startswith("**Expected**"))
+    assert needle in expected and "same values" in expected
+
+
+def test_versions_say_when_collect_env_saw_another_torch() -> None:
+    text = draft(bucket("value_mismatch", ["grad"], []), run_data(), "PyTorch version: 2.0.1")
+    assert "The campaign ran on torch 2.13.0; the environment above has torch 2.0.1." in text
+
+
+def fake_python(tmp_path: Path, body: str) -> str:
+    py = tmp_path / "python"
+    py.write_text(f"#!{sys.executable}\nimport sys, time\n{body}\n")
+    py.chmod(0o755)
+    return str(py)
+
+
+def test_collect_env_failures_keep_what_it_printed(tmp_path: Path) -> None:
+    assert "could not be started" in collect_env(str(tmp_path / "no-such-python"))
+    failing = fake_python(tmp_path, "print('PyTorch version: 9.9')\nsys.exit(3)")
+    text = collect_env(failing)
+    assert text.startswith("PyTorch version: 9.9") and "failed with exit status 3" in text
+    slow = fake_python(tmp_path, "print('PyTorch version: 9.9', flush=True)\ntime.sleep(60)")
+    text = collect_env(slow, timeout=1.0)
+    assert text.startswith("PyTorch version: 9.9") and "did not finish within 1 s" in text
+
+
+def test_side_b_of_a_torch_func_only_oracle_comes_from_the_case(tmp_path: Path) -> None:
+    from conftest import DATA
+
+    case = json.loads((DATA / "seed_case.json").read_text())
+    case["transforms"] = [{"name": "jacrev", "argnums": 0}]
+    (tmp_path / "case.json").write_text(json.dumps(case))
+    b = bucket("value_mismatch", ["jacrev"], [], oracle="jacrev_vs_jacfwd")
+    b.path = tmp_path
+    assert title(b).startswith("torch.func.jacrev and torch.func.jacfwd return different values")
+    assert LABEL_FORWARD_AD in labels(b)  # side B runs jacfwd
+
+
+def test_a_torch_bug_error_is_blamed_on_the_side_that_raised_it() -> None:
+    fp = 'RuntimeError: is_inplace_op INTERNAL ASSERT FAILED at "/x/meta.cpp":N @ torch/autograd/function.py:apply'
+    raised = 'RuntimeError: is_inplace_op INTERNAL ASSERT FAILED at "/x/meta.cpp":178, please report a bug to PyTorch.'
+    b = bucket("torch_bug_error", ["jvp"], [], error=fp, functorch="tensor(2.)", reference=raised)
+    assert title(b).startswith(
+        'autograd.forward_ad raises RuntimeError "is_inplace_op INTERNAL ASSERT FAILED" where torch.func.jvp works'
+    )
+    other = bucket("torch_bug_error", ["jvp"], [], error=fp, functorch="NotImplementedError: no jvp", reference=raised)
+    assert title(other).startswith('autograd.forward_ad raises RuntimeError "is_inplace_op INTERNAL ASSERT FAILED" [')

@@ -409,10 +409,42 @@ def render_function(
     lines = _class_lines(fn, base, dtype)
     if not compact:
         return lines
+    return _return_directly(_drop_unused(lines))
+
+
+_ASSIGN = re.compile(r"(\s+)(\w+) = (.+)")
+
+
+#: A tangent's None-default in a jvp rule: ``tx1 = torch.zeros_like(x1) if tx1 is None else tx1``.
+_TANGENT_DEFAULT = re.compile(r"(\s+)(tx\d+) = torch\.zeros_like\(\w+\) if \2 is None else \2")
+
+
+def _drop_unused(lines: list[str]) -> list[str]:
+    """A jvp rule's tangent None-defaults that nothing after them in the rule reads. Only those: any other
+    line, even one whose value is unused, can raise (undoing a view of a saved output under vmap does in
+    real torch bugs), and raising may be the bug."""
+    out = list(lines)
+    changed = True
+    while changed:
+        changed = False
+        for i, line in enumerate(out):
+            m = _TANGENT_DEFAULT.fullmatch(line)
+            if not m:
+                continue
+            end = next((j for j in range(i + 1, len(out)) if out[j].startswith(("    def ", "    @"))), len(out))
+            if not any(re.search(rf"\b{m.group(2)}\b", later) for later in out[i + 1 : end]):
+                del out[i]
+                changed = True
+                break
+    return out
+
+
+def _return_directly(lines: list[str]) -> list[str]:
+    """``x = e`` followed by ``return x``: ``return e``."""
     out: list[str] = []
     for line in lines:
         m = re.fullmatch(r"(\s+)return (\w+)", line)
-        prev = re.fullmatch(r"(\s+)(\w+) = (.+)", out[-1]) if out else None
+        prev = _ASSIGN.fullmatch(out[-1]) if out else None
         if m and prev and prev.group(2) == m.group(2) and prev.group(1) == m.group(1):
             out[-1] = f"{m.group(1)}return {prev.group(3)}"
         else:

@@ -254,6 +254,14 @@ def _drop_saved(case: Case) -> Iterator[Case | None]:
         )
 
 
+def _drop_inplace(case: Case) -> Iterator[Case | None]:
+    """One in-place op of ``f`` at a time (ablation drops them all at once)."""
+    f = case.f
+    if len(f.inplace) > 1:
+        for j in f.inplace:
+            yield repaired(replace(case, f=replace(f, inplace=tuple(i for i in f.inplace if i != j))))
+
+
 def _simpler_f(case: Case) -> Iterator[Case | None]:
     f = case.f
     if len(f.uses) > 1:
@@ -322,6 +330,7 @@ PASSES: tuple[Callable[[Case], Iterator[Case | None]], ...] = (
     _drop_features,
     _drop_scalars,
     _drop_saved,
+    _drop_inplace,
     _simpler_f,
     _simpler_levels,
     _smaller_shapes,

@@ -291,10 +291,15 @@ def title(bucket: BucketData, s: Sides | None = None) -> str:
 
 
 def labels(bucket: BucketData, s: Sides | None = None) -> list[str]:
+    """Suggested labels. ``module: forward ad`` only when forward mode runs on the side that is wrong (by
+    the finite-difference triage; on either side when it is not known): a Function that merely has a jvp
+    rule, or a jacfwd on the side that is right, does not make the bug forward AD's."""
     s = s or sides(bucket)
-    transforms = set(bucket.summary.get("transforms") or ()) | set(s.b_skeleton)
+    a, b = set(bucket.summary.get("transforms") or ()), set(s.b_skeleton)
+    triage = bucket.summary.get("triage")
+    transforms = a if triage == "functorch_wrong" else b if triage == "reference_wrong" else a | b
     result = [LABEL_FUNCTORCH, LABEL_AUTOGRAD]  # side A is always torch.func, the Function is autograd's
-    if transforms & set(FORWARD_MODE_TRANSFORMS) or "custom_jvp" in (bucket.summary.get("signature_features") or ()):
+    if transforms & set(FORWARD_MODE_TRANSFORMS):
         result.append(LABEL_FORWARD_AD)
     if bucket.summary["verdict"] in ("value_mismatch", "structure_mismatch"):
         result.append(LABEL_SILENT)

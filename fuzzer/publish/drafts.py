@@ -296,7 +296,7 @@ def labels(bucket: BucketData, s: Sides | None = None) -> list[str]:
     rule, or a jacfwd on the side that is right, does not make the bug forward AD's."""
     s = s or sides(bucket)
     a, b = set(bucket.summary.get("transforms") or ()), set(s.b_skeleton)
-    triage = bucket.summary.get("triage")
+    triage = bucket.summary.get("triage") or (bucket.record or {}).get("triage")
     transforms = a if triage == "functorch_wrong" else b if triage == "reference_wrong" else a | b
     result = [LABEL_FUNCTORCH, LABEL_AUTOGRAD]  # side A is always torch.func, the Function is autograd's
     if transforms & set(FORWARD_MODE_TRANSFORMS):

@@ -148,7 +148,11 @@ def test_title_says_what_disagrees() -> None:
 def test_labels() -> None:
     assert labels(bucket("value_mismatch", ["grad"], [])) == ["module: functorch", "module: autograd", LABEL_SILENT]
     assert LABEL_FORWARD_AD in labels(bucket("error_functorch_only", ["linearize"], []))
-    assert LABEL_FORWARD_AD in labels(bucket("error_functorch_only", ["grad"], ["custom_jvp"]))
+    assert LABEL_FORWARD_AD not in labels(bucket("error_functorch_only", ["grad"], ["custom_jvp"]))  # a jvp rule only
+    # jacrev_vs_jacfwd of a jacfwd stack: side B is jacrev; forward AD only if the jacfwd side is the wrong one
+    wrong_a = bucket("value_mismatch", ["jacfwd"], [], oracle="jacrev_vs_jacfwd", triage="functorch_wrong")
+    wrong_b = bucket("value_mismatch", ["jacfwd"], [], oracle="jacrev_vs_jacfwd", triage="reference_wrong")
+    assert LABEL_FORWARD_AD in labels(wrong_a) and LABEL_FORWARD_AD not in labels(wrong_b)
     assert LABEL_SILENT in labels(bucket("structure_mismatch", ["vmap"], []))
     assert LABEL_SILENT not in labels(bucket("torch_bug_error", ["vmap"], []))
 

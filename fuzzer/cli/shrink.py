@@ -37,7 +37,8 @@ def command(args: argparse.Namespace) -> int:
     from ..codegen.render import render
     from ..ir.files import atomic_write_text
     from ..ir.serde import dumps
-    from ..publish.findings import repro_lines
+    from ..judge.judge import Judge
+    from ..publish.findings import expect_of, repro_lines
     from ..triage.shrink import Shrinker, case_runner, goal_of
 
     case = load_case(args.case)
@@ -62,16 +63,22 @@ def command(args: argparse.Namespace) -> int:
         f" essential features: {'+'.join(goal.features) or '-'}",
         f"shrunk in {result.runs} runs ({result.seconds:.1f} s): {' '.join(result.steps) or 'no smaller case'}",
     ]
-    before, after = repro_lines(case, args.oracle), repro_lines(result.case, args.oracle)
+    # NOTE [repro styles]: the repro ends as the shrunk case's outcome needs (which side raises)
+    judge = Judge(timeout=None)
+    expects = [
+        expect_of(goal.verdict, j.outcome) if j.outcome else None
+        for j in (judge(c, args.oracle) for c in (case, result.case))
+    ]
+    before, after = repro_lines(case, args.oracle, expects[0]), repro_lines(result.case, args.oracle, expects[1])
+    repro = render(result.case, header=header, oracle=args.oracle, style="repro", expect=expects[1])
     if args.out is None:
-        sys.stdout.write(render(result.case, header=header, oracle=args.oracle, style="repro"))
+        sys.stdout.write(repro)
     else:
         args.out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(args.out / "case.json", dumps(result.case))
-        atomic_write_text(args.out / "repro.py", render(result.case, header=header, oracle=args.oracle, style="repro"))
-        atomic_write_text(
-            args.out / "test_repro.py", render(result.case, header=header, oracle=args.oracle, style="pytest")
-        )
+        atomic_write_text(args.out / "repro.py", repro)
+        test = render(result.case, header=header, oracle=args.oracle, style="pytest", expect=expects[1])
+        atomic_write_text(args.out / "test_repro.py", test)
         print(
             f"{goal.verdict}: repro {before} -> {after} lines in {result.runs} runs ({result.seconds:.1f} s); wrote {args.out}/"
         )

@@ -50,13 +50,13 @@ def ensure(torch_version: str, root: Path = ROOT, *, quiet: bool = False) -> Pat
         raise SystemExit(f"torchenv: error: torch version {torch_version!r} is not a release >= 2.0 (e.g. 2.0.1)")
     env = venv_dir(torch_version, root)
     have = installed_torch(env)
-    if have and have.split("+")[0] == torch_version:
-        if not quiet:
-            print(f"{env}: torch {have} already installed")
-        return python_of(env)
-    venv.EnvBuilder(with_pip=True, clear=False).create(env)
+    ready = bool(have and have.split("+")[0] == torch_version)
+    if not ready:
+        venv.EnvBuilder(with_pip=True, clear=False).create(env)
     pip = [str(python_of(env)), "-m", "pip", "install", "--disable-pip-version-check"] + (["-q"] if quiet else [])
-    for args in ([f"torch=={torch_version}", numpy_requirement(torch_version)], ["-e", str(root)]):
+    steps = [[f"torch=={torch_version}", numpy_requirement(torch_version)], ["-e", str(root)]]
+    # an existing venv keeps its torch but gets affuzz's current dependencies (they change between versions)
+    for args in steps[1:] if ready else steps:
         # quiet: pip's output (warnings included) is shown only if it fails
         proc = subprocess.run([*pip, *args], capture_output=quiet, text=True)
         if proc.returncode != 0:

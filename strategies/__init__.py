@@ -15,9 +15,13 @@ from .functions import functions, views
 from .inputs import VALUES, tensor_values
 from .transforms import transform_stacks
 
+#: The custom ``autograd.Function`` definitions alone (the same strategy as :func:`functions`).
+autograd_functions = functions
+
 __all__ = [
     "SHAPES",
     "VALUES",
+    "autograd_functions",
     "case_groups",
     "cases",
     "functions",

@@ -1,0 +1,56 @@
+"""Assertions for your own tests: run a case through affuzz's judge and fail with its repro.
+
+    from hypothesis import given
+    from strategies import cases
+    from fuzzer.testing import assert_consistent
+
+    @given(cases(transforms=["grad", "vmap"], max_depth=2))
+    def test_torch_func_agrees_with_plain_autograd(case):
+        assert_consistent(case)
+
+:func:`assert_consistent` judges ``case`` exactly as a campaign does (:class:`fuzzer.judge.judge.Judge`:
+valid comparisons only, documented limitations per side, float32 re-checked in float64) under every oracle
+that applies to it, or the ones named, and raises an ``AssertionError`` for the first finding, with the
+verdict, both sides' results and the standalone repro (NOTE [repro styles]), so a failing property test
+hands you a script to run and file. ``subject="function"`` is for Functions whose own rules are under test
+(NOTE [valid comparisons]): comparisons between rules the Function makes disagree are then run too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .codegen.render import render
+from .ir.case import Case
+from .ir.oracles import applicable
+from .ir.verdicts import FINDING_VERDICTS
+from .judge.judge import Judge, Judgement
+from .publish.findings import expect_of
+
+__all__ = ["assert_consistent", "judge_case"]
+
+_JUDGES: dict[tuple[float | None, str], Judge] = {}
+
+
+def judge_case(
+    case: Case, *, oracles: Sequence[str] | None = None, timeout: float | None = 60.0, subject: str = "torch"
+) -> dict[str, Judgement]:
+    """Oracle -> :class:`~fuzzer.judge.judge.Judgement` of ``case`` (every applicable oracle by default)."""
+    judge = _JUDGES.setdefault((timeout, subject), Judge(timeout=timeout, subject=subject))
+    names = tuple(oracles) if oracles is not None else applicable(case)
+    return dict(zip(names, judge.all(case, names), strict=True))
+
+
+def assert_consistent(
+    case: Case, *, oracles: Sequence[str] | None = None, timeout: float | None = 60.0, subject: str = "torch"
+) -> None:
+    """Raise ``AssertionError`` (with the repro script) if ``case`` is a finding under any of ``oracles``."""
+    for oracle, j in judge_case(case, oracles=oracles, timeout=timeout, subject=subject).items():
+        if j.verdict not in FINDING_VERDICTS:
+            continue
+        expect = expect_of(j.verdict, j.outcome) if j.outcome is not None else None
+        repro = render(case, oracle=oracle, style="repro", expect=expect)
+        sides = ""
+        if j.outcome is not None:
+            sides = f"\nfunctorch: {j.outcome.functorch.summary()}\nreference: {j.outcome.reference.summary()}"
+        raise AssertionError(f"{j.verdict} under {oracle}{sides}\n\n--- repro.py ---\n{repro}")

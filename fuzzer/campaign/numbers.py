@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..ir.case import TRANSFORMS
 from ..ir.features import ALL_FEATURES
 from ..ir.verdicts import ALL_VERDICTS
+from ..publish.findings import bucket_row
 from .worker import rss_mb
 
 if TYPE_CHECKING:
@@ -144,25 +145,7 @@ def summary(c: Campaign) -> dict[str, Any]:
         "feature_counts": {t: s.feature_counts.get(t, 0) for t in ALL_FEATURES},
         "transform_counts": {t: s.transform_counts.get(t, 0) for t in TRANSFORMS},
         "buckets": [
-            {
-                "id": b.signature.id,
-                "signature": b.signature.text,
-                "verdict": b.signature.verdict,
-                "oracle": b.signature.oracle,
-                "transforms": list(b.signature.skeleton),
-                "features": list(b.published.features),
-                "signature_features": list(b.signature.features),
-                "hits": b.hits,
-                "raw_signatures": b.raw_signatures,
-                "stacks": dict(c.book.stacks.get(b.signature.id, {})),  # "oracle: stack" -> hits
-                "status": b.status,
-                "triage": b.published.extra.get("triage"),
-                "shrink_seconds": b.shrink_seconds,
-                "repro_lines": b.published.shrink.get("lines_after"),
-                "seconds_to_find": round(b.first.seconds_to_find, 3),
-                "cases_to_find": b.first.cases_to_find,
-                "path": str(b.path.relative_to(c.config.out)) if b.path else None,
-            }
+            bucket_row(b, c.config.out, c.book.stacks.get(b.signature.id, {}))  # stacks: "oracle: stack" -> hits
             for b in c.buckets.values()
         ],
     }

@@ -24,8 +24,8 @@ from ..gen.coverage import Coverage
 from ..ir.errors import AffuzzError
 from ..ir.serde import case_from_json, case_to_json
 from ..judge.execute import Outcome
-from ..publish.findings import Finding
-from ..triage.buckets import Bucket, BucketBook, ShrinkJob
+from ..publish.findings import Finding, bucket_from_json, bucket_to_json
+from ..triage.buckets import BucketBook, ShrinkJob
 from ..triage.shrink import Goal
 from ..triage.signature import Signature
 from .config import Stats
@@ -65,36 +65,6 @@ def job_from_json(d: dict[str, Any]) -> ShrinkJob:
         cases_to_find=int(d["cases_to_find"]),
         hits=int(d["hits"]),
         position=int(d.get("position", 0)),
-    )
-
-
-def bucket_to_json(b: Bucket[Finding], out: Path) -> dict[str, Any]:
-    return {
-        "signature": b.signature.to_json(),
-        "first": b.first.to_json(),
-        "finding": b.finding.to_json() if b.finding is not None else None,
-        "hits": b.hits,
-        "status": b.status,
-        "path": str(b.path.relative_to(out)) if b.path else None,
-        "goal": b.goal.to_json() if b.goal is not None else None,
-        "raw_signatures": b.raw_signatures,
-        "shrink_seconds": b.shrink_seconds,
-        "announced": b.announced,
-    }
-
-
-def bucket_from_json(d: dict[str, Any], out: Path) -> Bucket[Finding]:
-    return Bucket(
-        Signature.from_json(d["signature"]),
-        Finding.from_json(d["first"]),
-        hits=int(d["hits"]),
-        status=d["status"],
-        path=out / d["path"] if d.get("path") else None,
-        finding=Finding.from_json(d["finding"]) if d.get("finding") else None,
-        goal=Goal.from_json(d["goal"]) if d.get("goal") else None,
-        raw_signatures=int(d.get("raw_signatures", 1)),
-        shrink_seconds=list(d.get("shrink_seconds", [])),
-        announced=bool(d.get("announced")),
     )
 
 

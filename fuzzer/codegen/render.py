@@ -134,11 +134,19 @@ def _outcome(case: Case) -> list[str]:
     ]
 
 
-def _inputs(case: Case) -> list[str]:
-    ts = _input_exprs(case)
+def _inputs(case: Case, *, requires_grad: bool = False) -> list[str]:
+    """``inputs()``, the tuple of fresh inputs; ``requires_grad`` (published repros of a Function of several
+    inputs): ``inputs(requires_grad=False)``, fresh for each side."""
+    if requires_grad:
+        head, ts = (
+            "def inputs(requires_grad=False):  # fresh for each side",
+            _input_exprs(case, ", requires_grad=requires_grad"),
+        )
+    else:
+        head, ts = "def inputs():", _input_exprs(case)
     if len(ts) == 1:
-        return ["def inputs():", f"    return ({ts[0]},)"]
-    return ["def inputs():", "    return (", *[f"        {t}," for t in ts], "    )"]
+        return [head, f"    return ({ts[0]},)"]
+    return [head, "    return (", *[f"        {t}," for t in ts], "    )"]
 
 
 #: functorch-mode spelling of each level (None: the name itself, from torch.func).
@@ -404,17 +412,6 @@ def render(
     return "\n".join(out)
 
 
-def _inputs_fn(case: Case) -> list[str]:
-    """``inputs(requires_grad=False)``: fresh inputs for each side (a Function of several inputs)."""
-    ts = _input_exprs(case, ", requires_grad=requires_grad")
-    return [
-        "def inputs(requires_grad=False):  # fresh for each side",
-        "    return (",
-        *[f"        {t}," for t in ts],
-        "    )",
-    ]
-
-
 def _compact_tail(
     case: Case, expect: Expect, style: str, side_a: tuple[str, bool], side_b: tuple[str, bool]
 ) -> list[str]:
@@ -448,7 +445,7 @@ def _compact_tail(
         else:
             body += [f'print("{first[0]}:", {first[1]})']
         body += [f"{last[1]}  # raises (exit 1) while the bug is there"]
-    head = [] if single else ["", "", *_inputs_fn(case)]
+    head = [] if single else ["", "", *_inputs(case, requires_grad=True)]
     if style == "pytest":
         name = "test_torch_func_agrees_with_plain_autograd"
         return [*head, "", "", f"def {name}():", *[f"    {line}" for line in body], ""]

@@ -1,7 +1,9 @@
 """A finding: the case, its signature and outcome, how it was found and shrunk; and its two JSON forms,
 ``finding.json`` (:meth:`Finding.record`, read back by :meth:`Finding.from_dir`) and the complete one in
 ``state.json`` (:meth:`Finding.to_json` / :meth:`Finding.from_json`). Verification and the directory
-layout below are :mod:`fuzzer.publish.verify`'s.
+layout below are :mod:`fuzzer.publish.verify`'s. A bucket of findings has its state form too
+(:func:`bucket_to_json`) and its row in ``summary.json`` (:func:`bucket_row`), read by the campaign and by
+:mod:`fuzzer.publish.rundata` alike.
 
 A finding is staged under ``OUT/.pending/<signature id>/``: ``case.json`` (the shrunk case),
 ``original.json`` (the case as the campaign drew it), ``repro.py`` and ``test_repro.py`` (NOTE [repro
@@ -24,6 +26,8 @@ from ..codegen.render import Expect, render
 from ..ir.case import Case
 from ..ir.serde import case_from_json, case_to_json
 from ..judge.execute import Outcome, Side
+from ..triage.buckets import Bucket
+from ..triage.shrink import Goal
 from ..triage.signature import Signature
 
 FINDING_SCHEMA_VERSION = 1
@@ -203,3 +207,59 @@ def repro_lines(case: Case, oracle: str, expect: Expect | None = None) -> int:
     """Non-blank lines of the published repro of ``case``, its two header lines (short_header) included."""
     text = render(case, oracle=oracle, style="repro", expect=expect)
     return 2 + sum(1 for line in text.splitlines() if line.strip())
+
+
+# ---------------------------------------------------------------------------------------------- buckets
+
+
+def bucket_to_json(b: Bucket[Finding], out: Path) -> dict[str, Any]:
+    return {
+        "signature": b.signature.to_json(),
+        "first": b.first.to_json(),
+        "finding": b.finding.to_json() if b.finding is not None else None,
+        "hits": b.hits,
+        "status": b.status,
+        "path": str(b.path.relative_to(out)) if b.path else None,
+        "goal": b.goal.to_json() if b.goal is not None else None,
+        "raw_signatures": b.raw_signatures,
+        "shrink_seconds": b.shrink_seconds,
+        "announced": b.announced,
+    }
+
+
+def bucket_from_json(d: dict[str, Any], out: Path) -> Bucket[Finding]:
+    return Bucket(
+        Signature.from_json(d["signature"]),
+        Finding.from_json(d["first"]),
+        hits=int(d["hits"]),
+        status=d["status"],
+        path=out / d["path"] if d.get("path") else None,
+        finding=Finding.from_json(d["finding"]) if d.get("finding") else None,
+        goal=Goal.from_json(d["goal"]) if d.get("goal") else None,
+        raw_signatures=int(d.get("raw_signatures", 1)),
+        shrink_seconds=list(d.get("shrink_seconds", [])),
+        announced=bool(d.get("announced")),
+    )
+
+
+def bucket_row(b: Bucket[Finding], out: Path, stacks: dict[str, int]) -> dict[str, Any]:
+    """A bucket as ``summary.json`` lists it (``stacks``: "oracle: stack" -> hits)."""
+    return {
+        "id": b.signature.id,
+        "signature": b.signature.text,
+        "verdict": b.signature.verdict,
+        "oracle": b.signature.oracle,
+        "transforms": list(b.signature.skeleton),
+        "features": list(b.published.features),
+        "signature_features": list(b.signature.features),
+        "hits": b.hits,
+        "raw_signatures": b.raw_signatures,
+        "stacks": dict(stacks),
+        "status": b.status,
+        "triage": b.published.extra.get("triage"),
+        "shrink_seconds": b.shrink_seconds,
+        "repro_lines": b.published.shrink.get("lines_after"),
+        "seconds_to_find": round(b.first.seconds_to_find, 3),
+        "cases_to_find": b.first.cases_to_find,
+        "path": str(b.path.relative_to(out)) if b.path else None,
+    }

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..ir.errors import AffuzzError
-from ..triage.signature import Signature
+from .findings import bucket_from_json, bucket_row
 
 
 class RunDataError(AffuzzError, ValueError):
@@ -56,32 +56,6 @@ def _json(path: Path) -> Any:
         raise RunDataError(f"{path}: cannot be read ({e}); is it an affuzz run's OUT directory?") from None
 
 
-def _bucket_from_state(d: dict[str, Any]) -> dict[str, Any]:
-    """A state.json bucket in summary.json's form (what a running campaign has)."""
-    sig = d["signature"]
-    published = d.get("finding") or d["first"]
-    s = Signature.from_json(sig)
-    return {
-        "id": s.id,
-        "signature": s.text,
-        "verdict": s.verdict,
-        "oracle": s.oracle,
-        "transforms": list(s.skeleton),
-        "features": list(published.get("features", [])),
-        "signature_features": list(s.features),
-        "hits": d.get("hits", 1),
-        "raw_signatures": d.get("raw_signatures", 1),
-        "stacks": {},
-        "status": d.get("status", "pending"),
-        "triage": (published.get("extra") or {}).get("triage"),
-        "shrink_seconds": d.get("shrink_seconds", []),
-        "repro_lines": (published.get("shrink") or {}).get("lines_after"),
-        "seconds_to_find": round(float(d["first"]["seconds_to_find"]), 3),
-        "cases_to_find": d["first"]["cases_to_find"],
-        "path": d.get("path"),
-    }
-
-
 def load_run(out: Path) -> RunData:
     """Read OUT (raises :class:`RunDataError`, one line, when it is not a campaign's directory)."""
     if (out / "summary.json").exists():
@@ -90,7 +64,7 @@ def load_run(out: Path) -> RunData:
     elif (out / "stats.json").exists():
         numbers, finished = _json(out / "stats.json"), False
         state = _json(out / "state.json") if (out / "state.json").exists() else {"buckets": []}
-        buckets = [_bucket_from_state(d) for d in state.get("buckets", [])]
+        buckets = [bucket_row(bucket_from_json(d, out), out, {}) for d in state.get("buckets", [])]
     else:
         raise RunDataError(f"{out}: no summary.json or stats.json; pass the OUT directory of an affuzz run")
     run = RunData(out=out, numbers=numbers, finished=finished)

@@ -1,4 +1,4 @@
-"""Command line: ``affuzz run``, ``shrink``, ``render``, ``corpus``, ``replay``, ``bisect``, ``report`` and ``file``.
+"""Command line: ``affuzz run``, ``shrink``, ``render``, ``corpus``, ``replay``, ``bisect``, ``report``, ``file`` and ``check``.
 
 Only wiring lives here: each command is a module (``run``, ``render``, ...) with ``add_parser(sub)``, its
 options, and ``command(args) -> int``, which imports the layers below it (torch, rich) only when it runs, so
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..ir.errors import AffuzzError
-from . import corpus, file, render, replay, report, run, shrink, torch_bisect
+from . import check, corpus, file, render, replay, report, run, shrink, torch_bisect
 from .common import EXIT_USAGE, Parser
 
 __all__ = ["build_parser", "main"]
@@ -28,6 +28,7 @@ COMMANDS = {
     "bisect": torch_bisect,
     "report": report,
     "file": file,
+    "check": check,
 }
 """The subcommands, in the order ``affuzz --help`` lists them."""
 

@@ -58,13 +58,15 @@ SLOW_SECONDS = 1.0
 
 
 @functools.cache
-def _lib_sources(docstrings: bool = True) -> dict[str, str]:
+def lib_sources(docstrings: bool = True) -> dict[str, str]:
     """Source of every function in repro_lib.py/repro_fd.py, ``# noqa`` comments dropped (and
     docstrings, unless ``docstrings``)."""
     out = {}
-    for name in ("repro_lib.py", "repro_fd.py"):
+    for name in ("repro_lib.py", "repro_fd.py", "check_lib.py"):
         text = Path(__file__).with_name(name).read_text(encoding="utf-8")
         for node in ast.parse(text).body:
+            if isinstance(node, ast.Assign) and name == "check_lib.py":
+                out[ast.unparse(node.targets[0])] = ast.get_source_segment(text, node) or ""
             if isinstance(node, ast.FunctionDef):
                 lines = (ast.get_source_segment(text, node) or "").splitlines()
                 doc = node.body[0]
@@ -105,17 +107,17 @@ def _f(case: Case) -> list[str]:
     ]
 
 
-def _nested(values: list[float], shape: tuple[int, ...]) -> str:
+def nested(values: list[float], shape: tuple[int, ...]) -> str:
     if not shape:
         return repr(float(values[0]))
     step = len(values) // shape[0]
-    return "[" + ", ".join(_nested(values[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])) + "]"
+    return "[" + ", ".join(nested(values[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])) + "]"
 
 
 def _input_exprs(case: Case, extra: str = "") -> list[str]:
     dt = f"torch.{case.inputs.dtype}"
     return [
-        f"torch.tensor({_nested(list(v), shape)}, dtype={dt}{extra})"
+        f"torch.tensor({nested(list(v), shape)}, dtype={dt}{extra})"
         for v, shape in zip(case.inputs.values, input_shapes(case), strict=True)
     ]
 
@@ -176,7 +178,7 @@ _FD_TWINS = {
     "vmap": "vmap_loop",
 }
 _TORCH_FUNC = ("grad", "vmap", "jacrev", "jacfwd", "hessian")
-_HELPER_ORDER = (
+HELPER_ORDER = (
     "summed",
     "autograd_grad",
     "autograd_grads",
@@ -211,11 +213,17 @@ def _vmap_args(t: Transform, n_inputs: int) -> str:
 def compose(case: Case, mode: str) -> tuple[str, set[str]]:
     """The composed call expression for ``mode`` ('functorch', 'create_graph' or 'fd': finite
     differences, for triage) and the names it uses."""
-    expr = "f"
+    return compose_stack(case.transforms, needs_sum(case), case.function.n_inputs, mode)
+
+
+def compose_stack(
+    transforms: tuple[Transform, ...], sums: list[bool], n: int, mode: str, inner: str = "f"
+) -> tuple[str, set[str]]:
+    """:func:`compose` of a bare stack around ``inner``, a function of ``n`` inputs; ``sums[i]``: whether
+    level i (outermost first) sums its inner output first."""
+    expr = inner
     names: set[str] = set()
-    sums = needs_sum(case)
-    n = case.function.n_inputs
-    for t, s in reversed(list(zip(case.transforms, sums, strict=True))):
+    for t, s in reversed(list(zip(transforms, sums, strict=True))):
         if s:
             expr = f"summed({expr})"
             names.add("summed")
@@ -250,7 +258,7 @@ def compose(case: Case, mode: str) -> tuple[str, set[str]]:
     return expr, names
 
 
-def _qualified(expr: str) -> str:
+def qualified(expr: str) -> str:
     """``grad(f)`` -> ``torch.func.grad(f)``: a repro reads best with the transform's full name."""
     return re.sub(rf"\b({'|'.join(_TORCH_FUNC)})\(", r"torch.func.\1(", expr)
 
@@ -318,16 +326,16 @@ def render(
     fd_expr, fd_names = compose(case, "fd") if exact and full else ("", set())
     if fd_names & {"fd_hessian", "fd_grad", "fd_vjp"}:
         fd_names.add("fd_jac")
-    fc_expr, cg_expr = _qualified(fc_expr), _qualified(cg_expr)
+    fc_expr, cg_expr = qualified(fc_expr), qualified(cg_expr)
     used = fc_names | cg_names | fd_names
     if expect is not None and expect.other is not None:
         used = fc_names if expect.last == 0 else cg_names
-    helpers = [n for n in _HELPER_ORDER if n in used]
+    helpers = [n for n in HELPER_ORDER if n in used]
     short = expect is not None and not any(isinstance(t.argnums, tuple) for t in case.transforms)
     if short:  # NOTE [repro styles]: the twins' shortest forms need none of the argnums plumbing
         helpers = [h for h in helpers if h not in ("_nums", "_replace_arg", "_result")]
     xs = ", ".join(f"x{i}" for i in range(fn.n_inputs))
-    lib = _lib_sources(docstrings=full)
+    lib = lib_sources(docstrings=full)
     if short:
         lib = {**lib, **_short_sources("_short")}
         if fn.n_inputs == 1:
@@ -384,7 +392,7 @@ def render(
     out += ["", "", f"def {reference_mode}_mode({xs}):", f"    return {cg_expr}({xs})"]
     grad_b_text = "True" if oracle == MAIN else "FUNCTORCH_REQUIRES_GRAD"
     for o, expr, _ in extra:  # NOTE [one exec per case]
-        out += ["", "", f"def {REFERENCE_MODES[o]}_mode({xs}):", f"    return {_qualified(expr)}({xs})"]
+        out += ["", "", f"def {REFERENCE_MODES[o]}_mode({xs}):", f"    return {qualified(expr)}({xs})"]
     if extra:
         out += ["", "", "ORACLE_SIDES = {"]
         out += [f'    "{oracle}": ("{reference_mode}", {reference_mode}_mode, {grad_b_text}),']
@@ -458,7 +466,7 @@ def _short_sources(suffix: str) -> dict[str, str]:
     functions of repro_lib.py (an int ``argnums``) or the ``*_1`` ones (a Function of one input), under
     the twin's own name."""
     short = {}
-    for name, text in _lib_sources(docstrings=False).items():
+    for name, text in lib_sources(docstrings=False).items():
         if name.endswith(suffix):
             twin = name.removesuffix(suffix)
             short[twin] = text.replace(f"def {name}(", f"def {twin}(", 1)

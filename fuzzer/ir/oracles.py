@@ -52,7 +52,11 @@ def _next_derivative_inside(stack: tuple[Transform, ...], i: int) -> Transform |
 def alternate_stack(case: Case, oracle: str) -> tuple[Transform, ...] | None:
     """Side B's stack for the torch.func-only oracles (None where the oracle does not apply, including
     where side B would leave the generator's grammar: at most one of jacfwd/jvp/linearize)."""
-    stack = case.transforms
+    return alternate(case.transforms, oracle)
+
+
+def alternate(stack: tuple[Transform, ...], oracle: str) -> tuple[Transform, ...] | None:
+    """:func:`alternate_stack` of a bare stack (whatever Function it is applied to)."""
     out: list[Transform] = []
     changed = False
     for i, t in enumerate(stack):
@@ -78,12 +82,17 @@ def alternate_stack(case: Case, oracle: str) -> tuple[Transform, ...] | None:
 
 def applicable(case: Case) -> tuple[str, ...]:
     """The oracles that apply to ``case``, main first."""
+    return applicable_to(case.transforms)
+
+
+def applicable_to(stack: tuple[Transform, ...]) -> tuple[str, ...]:
+    """The oracles that apply to a stack (whatever Function it is applied to), main first."""
     res = [MAIN]
-    if alternate_stack(case, "jacrev_vs_jacfwd") is not None:
+    if alternate(stack, "jacrev_vs_jacfwd") is not None:
         res.append("jacrev_vs_jacfwd")
-    if any(t.name == "vmap" for t in case.transforms) and any(t.name != "vmap" for t in case.transforms):
+    if any(t.name == "vmap" for t in stack) and any(t.name != "vmap" for t in stack):
         res.append("vmap_vs_loop")  # (a stack of vmaps only: side B would be the main oracle's side B)
-    if alternate_stack(case, "forward_over_reverse") is not None:
+    if alternate(stack, "forward_over_reverse") is not None:
         res.append("forward_over_reverse")
     return tuple(res)
 

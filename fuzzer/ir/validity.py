@@ -65,7 +65,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .case import Case, FunctionDef, Transform
-from .oracles import MAIN, alternate_stack
+from .oracles import MAIN, alternate
 
 _R = ("grad", "vjp", "jacrev", "autograd_grad")
 _F = ("jacfwd", "jvp", "linearize")
@@ -119,15 +119,20 @@ def _functorch_side(transforms: tuple[Transform, ...], *, loops: bool = False) -
 
 def sides(case: Case, oracle: str) -> tuple[SideInfo, SideInfo]:
     """(side A, side B) of ``oracle`` on ``case`` (side A is always the case's stack under torch.func)."""
-    a = _functorch_side(case.transforms)
+    return stack_sides(case.transforms, oracle)
+
+
+def stack_sides(stack: tuple[Transform, ...], oracle: str) -> tuple[SideInfo, SideInfo]:
+    """:func:`sides` of a bare stack."""
+    a = _functorch_side(stack)
     if oracle == MAIN:
-        path = _path(case.transforms, create_graph=True)
+        path = _path(stack, create_graph=True)
         b = SideInfo(path, False, False, "F" in path)
     elif oracle == "vmap_vs_loop":
-        b = _functorch_side(case.transforms, loops=True)
+        b = _functorch_side(stack, loops=True)
     else:
-        alt = alternate_stack(case, oracle)
-        b = _functorch_side(alt if alt is not None else case.transforms)
+        alt = alternate(stack, oracle)
+        b = _functorch_side(alt if alt is not None else stack)
     return a, b
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,19 +45,38 @@ class RegistryError(AffuzzError, ValueError):
     pass
 
 
-def condition_holds(name: str, case: Case, side: SideInfo) -> bool:
+#: The conditions that are about the Function (and ``f``), not about what a side runs.
+FUNCTION_CONDITIONS = (
+    "no_vmap_rule",
+    "no_jvp_rule",
+    "legacy_forward",
+    "saves_input_returned_as_is",
+    "f_modifies_output_in_place",
+)
+
+
+def function_conditions(case: Case) -> dict[str, bool]:
+    """Each of :data:`FUNCTION_CONDITIONS` for ``case``'s Function and ``f``."""
     fn = case.function
     return {
-        "side_functorch": side.functorch,
-        "side_vmap": side.vmap,
-        "side_forward_ad": side.forward_ad,
         "no_vmap_rule": fn.vmap_rule == "none",
         "no_jvp_rule": not fn.jvp_rule,
         "legacy_forward": fn.style == "legacy",
         "saves_input_returned_as_is": saves_input_returned_as_is(case),
         "f_modifies_output_in_place": bool(case.f.inplace),
+    }
+
+
+def condition_holds(name: str, function: Mapping[str, bool], side: SideInfo) -> bool:
+    """Whether condition ``name`` holds, ``function`` being :func:`function_conditions` (or the same
+    conditions found another way, for a Function that is not a case: ``affuzz check``)."""
+    sides = {
+        "side_functorch": side.functorch,
+        "side_vmap": side.vmap,
+        "side_forward_ad": side.forward_ad,
         "side_linearize_nested": side.linearize_nested,
-    }[name]
+    }
+    return sides[name] if name in sides else bool(function[name])
 
 
 def saves_input_returned_as_is(case: Case) -> bool:
@@ -82,14 +102,14 @@ class Limitation:
     docs: str
     issue: str | None = None
 
-    def explains(self, side: Side, info: SideInfo, case: Case) -> bool:
+    def explains(self, side: Side, info: SideInfo, function: Mapping[str, bool]) -> bool:
         """Whether this limitation explains ``side``'s error: the message matches and every condition
         the documentation names holds for this Function and for what this side runs."""
         return (
             not side.ok
             and not side.torch_bug
             and self.pattern.search(f"{side.error_type}: {side.error}") is not None
-            and all(condition_holds(c, case, info) for c in self.requires)
+            and all(condition_holds(c, function, info) for c in self.requires)
         )
 
 
@@ -127,7 +147,10 @@ class Classified:
 
 
 def classify(
-    outcome: Outcome, registry: tuple[Limitation, ...], case: Case, sides: tuple[SideInfo, SideInfo]
+    outcome: Outcome,
+    registry: tuple[Limitation, ...],
+    case: Case | Mapping[str, bool],
+    sides: tuple[SideInfo, SideInfo],
 ) -> Classified:
     """Classify the script's raw verdict: per side, by what that side runs (module docstring).
 
@@ -140,6 +163,7 @@ def classify(
     (:func:`fuzzer.triage.buckets.error_bucket_id`).
     """
     v = outcome.verdict
+    function = function_conditions(case) if isinstance(case, Case) else case
     pairs = ((outcome.functorch, sides[0]), (outcome.reference, sides[1]))
     if v == "torch_bug_error":
         return Classified(v, None, next(s.fingerprint for s, _ in pairs if s.torch_bug))
@@ -150,7 +174,7 @@ def classify(
     for side, info in pairs:
         if side.ok:
             continue
-        hit = [lim.name for lim in registry if lim.explains(side, info, case)]
+        hit = [lim.name for lim in registry if lim.explains(side, info, function)]
         if hit:
             names += hit
         else:

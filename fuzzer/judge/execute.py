@@ -201,6 +201,15 @@ def run_oracles(
     return _run(source, oracles, "<affuzz case>", timeout, before)  # type: ignore[return-value,arg-type]
 
 
+def run_script(
+    source: str, oracles: tuple[str, ...], name: str = "<affuzz case>", *, timeout: float | None = None
+) -> dict[str, Outcome]:
+    """:func:`run_oracles` of a script rendered another way (``affuzz check``: a Function imported from
+    the user's module) with the same runtime: ``check()``, ``SIDES`` and, for several oracles,
+    ``ORACLE_SIDES``."""
+    return _run(source, oracles, name, timeout)  # type: ignore[return-value,arg-type]
+
+
 def _run(
     source: str,
     oracles: tuple[str | None, ...],

@@ -1,0 +1,289 @@
+"""Judge a target (NOTE [check oracles] in :mod:`fuzzer.codegen.check_render`): its rules first, then transform
+stacks under the fuzzer's oracles; findings shrunk over stacks and inputs.
+
+NOTE [check stacks]
+Stacks are enumerated, not drawn: every level of :data:`LEVELS` alone (each argnum of a Function of
+several inputs), then every pair (outer, inner) with argnums 0 that has at most one forward-mode level,
+plus ``autograd_grad`` (plain ``torch.autograd.grad``, the seed's outer level) over each level. That is
+every stack of depth <= 2, so a table row says the same on every run; ``--max-cases``/``--duration`` cut
+the list short (in this order), and a ``--duration`` longer than the list goes on with random stacks of
+depth 3 (seeded). vmap levels have batch size 2, in_dims and out_dims 0.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+
+from ..codegen.check_render import RULE_ORACLES, render_check, rule_applies, shrunk_target
+from ..ir.case import FORWARD_MODE_TRANSFORMS, Transform
+from ..ir.oracles import MAIN, alternate, applicable_to
+from ..ir.target import CheckCase, Target, TargetError
+from ..ir.validity import SideInfo, stack_sides
+from ..ir.verdicts import FINDING_VERDICTS
+from ..judge.compare import Limitation, classify, load_registry
+from ..judge.execute import Outcome, run_script
+from .targets import reprobe
+
+LEVELS = ("grad", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap", "linearize")
+KINDS = {"function": "the Function's rules disagree", "torch": "torch disagrees with itself"}
+_PLAIN = SideInfo((), False, False, False)
+#: What each side of a rule oracle runs, for the known-limitations registry.
+_RULE_INFO = {
+    "backward_vs_fd": (SideInfo(("R",), False, False, False), _PLAIN),
+    "jvp_vs_fd": (SideInfo(("F",), False, False, True), _PLAIN),
+    "backward_vs_jvp": (SideInfo(("R",), False, False, False), SideInfo(("F",), False, False, True)),
+    "double_backward_vs_fd": (SideInfo(("R", "R"), False, False, False), _PLAIN),
+    "vmap_rule_vs_loop": (SideInfo((), True, True, False), _PLAIN),
+}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One oracle on one case: the verdict, why (a limitation, or why not applicable), the outcome."""
+
+    verdict: str
+    reason: str = ""
+    fingerprint: str = ""
+    outcome: Outcome | None = None
+
+    @property
+    def finding(self) -> bool:
+        return self.verdict in FINDING_VERDICTS
+
+
+@dataclass
+class CheckFinding:
+    kind: str  # "function" | "torch"
+    case: CheckCase
+    result: Verdict
+    tried: int = 0  # shrink attempts
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.kind, self.case.oracle, self.result.verdict, self.result.fingerprint)
+
+
+@dataclass
+class TargetReport:
+    target: Target
+    rules: dict[str, Verdict] = field(default_factory=dict)
+    stacks: dict[str, dict[str, int]] = field(default_factory=dict)  # torch oracle -> verdict -> count
+    findings: list[CheckFinding] = field(default_factory=list)
+    cases: int = 0
+
+    def count(self, oracle: str, verdict: str) -> None:
+        row = self.stacks.setdefault(oracle, {})
+        row[verdict] = row.get(verdict, 0) + 1
+
+
+def stacks(target: Target) -> Iterator[tuple[Transform, ...]]:
+    """NOTE [check stacks]: every stack of depth <= 2 (the order is the table's)."""
+
+    def level(name: str, argnums: int = 0) -> Transform:
+        return Transform("vmap", batch_size=2) if name == "vmap" else Transform(name, argnums=argnums)
+
+    for name in LEVELS:
+        for i in range(target.n_inputs if name != "vmap" else 1):
+            yield (level(name, i),)
+    for outer in LEVELS:
+        for inner in LEVELS:
+            if outer in FORWARD_MODE_TRANSFORMS and inner in FORWARD_MODE_TRANSFORMS:
+                continue
+            yield (level(outer), level(inner))
+    for inner in LEVELS:
+        yield (Transform("autograd_grad"), level(inner))
+
+
+def random_stacks(seed: int) -> Iterator[tuple[Transform, ...]]:
+    rng = random.Random(seed)
+    while True:
+        names = [rng.choice(LEVELS) for _ in range(3)]
+        if sum(n in FORWARD_MODE_TRANSFORMS for n in names) > 1:
+            continue
+        yield tuple(Transform("vmap", batch_size=2) if n == "vmap" else Transform(n) for n in names)
+
+
+class Checker:
+    """Runs one target's oracles (every script through :func:`fuzzer.judge.execute.run_script`)."""
+
+    def __init__(self, *, timeout: float | None = 60.0, registry: tuple[Limitation, ...] | None = None) -> None:
+        self.timeout = timeout
+        self.registry = registry if registry is not None else load_registry()
+
+    # ----------------------------------------------------------------------------- rule oracles
+
+    def rule(self, target: Target, oracle: str) -> Verdict:
+        why = rule_applies(target, oracle)
+        if why is not None:
+            return Verdict("not_applicable", why)
+        case = CheckCase(target, (), oracle)
+        outcome = run_script(render_check(case), (oracle,), timeout=self.timeout)[oracle]
+        if (
+            oracle == "double_backward_vs_fd"
+            and "once_differentiable" in target.rules
+            and outcome.verdict != "consistent"
+        ):
+            # the docs of once_differentiable: the backward is not differentiated (it raises, or, where
+            # nothing it returns requires grad, its result is a constant)
+            return Verdict("expected", "once_differentiable", outcome=outcome)
+        c = classify(outcome, self.registry, target.conditions(), _RULE_INFO[oracle])
+        return Verdict(c.verdict, c.limitation or "", c.fingerprint, outcome)
+
+    # ----------------------------------------------------------------------------- torch oracles
+
+    def valid(self, target: Target, stack: tuple[Transform, ...], oracle: str, rules: dict[str, Verdict]) -> str | None:
+        """Why a torch disagreement on this comparison could come from the Function's rules (NOTE [check
+        oracles]): the rule oracles the two sides' difference relies on that did not come out
+        consistent; None when it cannot."""
+        a, b = stack_sides(stack, oracle)
+        need = []
+        if a.path != b.path:
+            need.append("backward_vs_fd")
+            if "F" in a.path + b.path:
+                need += ["jvp_vs_fd", "backward_vs_jvp"]
+            if max(len(a.path), len(b.path)) > 1:
+                need.append("double_backward_vs_fd")
+        if _vmaps(stack) != _vmaps(_side_b(stack, oracle)):  # one side runs the Function's vmap rule more often
+            need.append("vmap_rule_vs_loop")
+        bad = [o for o in need if o in rules and rules[o].verdict not in ("consistent", "not_applicable")]
+        return f"rules disagree ({', '.join(bad)})" if bad else None
+
+    def stack(self, target: Target, stack: tuple[Transform, ...], rules: dict[str, Verdict]) -> dict[str, Verdict]:
+        """Every torch oracle that applies to ``stack``, one script (NOTE [one exec per case])."""
+        out: dict[str, Verdict] = {}
+        todo = []
+        for oracle in applicable_to(stack):
+            why = self.valid(target, stack, oracle, rules)
+            if why is not None:
+                out[oracle] = Verdict("not_applicable", why)
+            else:
+                todo.append(oracle)
+        if todo:
+            case = CheckCase(target, stack, todo[0])
+            outcomes = run_script(render_check(case, also=tuple(todo[1:])), tuple(todo), timeout=self.timeout)
+            for oracle in todo:
+                c = classify(outcomes[oracle], self.registry, target.conditions(), stack_sides(stack, oracle))
+                out[oracle] = Verdict(c.verdict, c.limitation or "", c.fingerprint, outcomes[oracle])
+        return out
+
+    def judge(self, case: CheckCase, rules: dict[str, Verdict]) -> Verdict:
+        if case.oracle in RULE_ORACLES:
+            return self.rule(case.target, case.oracle)
+        return self.stack(case.target, case.transforms, rules).get(case.oracle, Verdict("not_applicable", "oracle"))
+
+    # ----------------------------------------------------------------------------- a whole target
+
+    def check(
+        self,
+        target: Target,
+        *,
+        max_cases: int | None = None,
+        deadline: float | None = None,
+        seed: int = 0,
+        shrink: bool = True,
+        progress: Callable[[TargetReport], None] | None = None,
+    ) -> TargetReport:
+        report = TargetReport(target)
+        for oracle in RULE_ORACLES:
+            v = self.rule(target, oracle)
+            report.rules[oracle] = v
+            if v.finding:
+                report.findings.append(CheckFinding("function", CheckCase(target, (), oracle), v))
+        seen = {f.key for f in report.findings}
+        listed = list(stacks(target))
+        source: Iterator[tuple[Transform, ...]] = iter(listed)
+        if deadline is not None and max_cases is None:
+            source = _chain(listed, random_stacks(seed))
+        for stack in source:
+            if max_cases is not None and report.cases >= max_cases:
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            report.cases += 1
+            for oracle, v in self.stack(target, stack, report.rules).items():
+                report.count(oracle, v.verdict)
+                if v.finding:
+                    f = CheckFinding("torch", CheckCase(target, stack, oracle), v)
+                    if f.key not in seen:
+                        seen.add(f.key)
+                        report.findings.append(f)
+            if progress is not None:
+                progress(report)
+        if shrink:
+            report.findings = [self.shrink(f, report.rules) for f in report.findings]
+        return report
+
+    # ----------------------------------------------------------------------------- shrinking
+
+    def shrink(self, finding: CheckFinding, rules: dict[str, Verdict], *, budget: int = 40) -> CheckFinding:
+        """The smallest case (fewer levels, then smaller tensors) that still gives the same finding: same
+        kind, oracle, verdict and error fingerprint."""
+        case, result, tried = finding.case, finding.result, 0
+
+        def same(c: CheckCase) -> Verdict | None:
+            nonlocal tried
+            tried += 1
+            try:
+                v = self.judge(c, rules)
+            except TargetError:
+                return None
+            ok = v.verdict == result.verdict and v.fingerprint == result.fingerprint
+            return v if ok else None
+
+        changed = True
+        while changed and tried < budget:
+            changed = False
+            for smaller in _smaller(case):
+                if tried >= budget:
+                    break
+                v = same(smaller)
+                if v is not None:
+                    case, result, changed = smaller, v, True
+                    break
+        return CheckFinding(finding.kind, case, result, tried)
+
+
+_VMAPPING = ("vmap", "jacrev", "jacfwd", "hessian")  # torch.func levels that run their function under vmap
+
+
+def _vmaps(stack: tuple[Transform, ...] | None) -> int:
+    return sum(t.name in _VMAPPING for t in stack or ())
+
+
+def _side_b(stack: tuple[Transform, ...], oracle: str) -> tuple[Transform, ...] | None:
+    """The torch.func levels side B of ``oracle`` runs (MAIN: none; vmap_vs_loop: no vmap)."""
+    if oracle == MAIN:
+        return ()
+    if oracle == "vmap_vs_loop":
+        return tuple(t for t in stack if t.name != "vmap")
+    return alternate(stack, oracle)
+
+
+def _chain(
+    first: list[tuple[Transform, ...]], then: Iterator[tuple[Transform, ...]]
+) -> Iterator[tuple[Transform, ...]]:
+    yield from first
+    yield from then
+
+
+def _smaller(case: CheckCase) -> Iterator[CheckCase]:
+    """One step smaller: a level dropped (the oracle must still apply), then a tensor dim cut."""
+    stack = case.transforms
+    for i in range(len(stack)):
+        rest = stack[:i] + stack[i + 1 :]
+        if rest and case.oracle in applicable_to(rest) and all(t.name != "autograd_grad" for t in rest):
+            yield replace(case, transforms=rest)
+    shapes = case.target.shapes
+    for k, shape in enumerate(shapes):
+        for d, size in enumerate(shape):
+            for new in sorted({1, 2} | {size // 2}):
+                if 0 < new < size:
+                    cut = [s[:d] + (new,) + s[d + 1 :] if j == k else s for j, s in enumerate(shapes)]
+                    try:
+                        target = reprobe(shrunk_target(case.target, cut))
+                    except TargetError:
+                        continue
+                    yield replace(case, target=target)

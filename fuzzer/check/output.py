@@ -1,0 +1,183 @@
+"""What ``affuzz check`` writes: one folder per finding, under ``function/`` (the Function's rules disagree)
+or ``torch/`` (torch disagrees with itself), each with ``repro.py`` and ``finding.json``; ``check.json``
+(every target: rule verdicts, torch verdict counts per oracle, findings) and ``table.md`` (the table
+Function x oracle). NOTE [the repro is what runs]: a finding is reported only once its ``repro.py``,
+run in a fresh interpreter, reproduced it; one that did not is listed as ``not_reproduced``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..codegen.check_render import RULE_ORACLES, TORCH_ORACLES, render_check, side_names
+from ..ir.files import atomic_write_json, atomic_write_text
+from ..ir.target import target_to_json
+from ..publish.findings import expect_of
+from .engine import KINDS, CheckFinding, TargetReport
+
+SCHEMA_VERSION = 1
+ORACLES = RULE_ORACLES + TORCH_ORACLES
+_SHORT = {
+    "backward_vs_fd": "backward/fd",
+    "jvp_vs_fd": "jvp/fd",
+    "backward_vs_jvp": "backward/jvp",
+    "double_backward_vs_fd": "2x backward/fd",
+    "vmap_rule_vs_loop": "vmap rule/loop",
+    "functorch_vs_create_graph": "func/create_graph",
+    "jacrev_vs_jacfwd": "jacrev/jacfwd",
+    "vmap_vs_loop": "vmap/loop",
+    "forward_over_reverse": "fwd/rev order",
+}
+
+
+def module_root(module: str) -> Path | None:
+    """The folder to put on ``sys.path`` for ``import module`` to work (None: it is installed)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        return None
+    path = Path(spec.origin).resolve()
+    depth = module.count(".") + (1 if path.name == "__init__.py" else 0)
+    root = path.parents[depth]
+    return None if "site-packages" in root.parts else root
+
+
+def stack_text(f: CheckFinding) -> str:
+    return " > ".join(t.name for t in f.case.transforms) or "-"
+
+
+def repro(f: CheckFinding) -> str:
+    o = f.result.outcome
+    expect = expect_of(f.result.verdict, o) if o is not None else None
+    a, b = side_names(f.case.oracle)
+    head = [
+        f"affuzz check: {f.case.target.title}: {KINDS[f.kind]} ({f.case.oracle}: {a} vs {b}"
+        + (f", stack {stack_text(f)})" if f.case.transforms else ")"),
+        f"run where `import {f.case.target.module}` works (your project's root, or with PYTHONPATH)",
+    ]
+    return render_check(f.case, style="repro", expect=expect, header=head)
+
+
+def run_repro(
+    path: Path, module: str, *, python: str = sys.executable, timeout: float = 300.0
+) -> tuple[int | None, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    root = module_root(module)
+    if root is not None:
+        env["PYTHONPATH"] = str(root)
+    try:
+        p = subprocess.run(
+            [python, path.name], cwd=path.parent, capture_output=True, text=True, timeout=timeout, env=env
+        )
+    except subprocess.TimeoutExpired:
+        return None, f"timed out after {timeout} s"
+    return p.returncode, p.stdout + p.stderr
+
+
+def reproduced(f: CheckFinding, code: int | None, output: str) -> bool:
+    """The repro exited 1 showing the finding: assert_close failing on the two values, or the raising
+    side's error as the last line of its traceback."""
+    o = f.result.outcome
+    if code != 1 or o is None:
+        return False
+    expect = expect_of(f.result.verdict, o)
+    if expect is None or (not expect.a_raises and not expect.b_raises):
+        return "AssertionError" in output
+    side = o.functorch if expect.last == 0 else o.reference
+    digits = re.compile(r"[0-9]+")
+    wanted = digits.sub("N", f"{side.error_type}: {(side.error or '')[:60]}")
+    return any(digits.sub("N", line).startswith(wanted) for line in output.splitlines())
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_")[:60]
+
+
+def write_finding(out: Path, f: CheckFinding, n: int, *, python: str = sys.executable) -> dict[str, Any]:
+    folder = out / f.kind / f"{_slug(f.case.target.title)}-{f.case.oracle}-{n}"
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(folder / "repro.py", repro(f))
+    code, output = run_repro(folder / "repro.py", f.case.target.module, python=python)
+    ok = reproduced(f, code, output)
+    record = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": f.kind,
+        "kind_text": KINDS[f.kind],
+        "target": target_to_json(f.case.target),
+        "oracle": f.case.oracle,
+        "sides": list(side_names(f.case.oracle)),
+        "transforms": [t.name for t in f.case.transforms],
+        "verdict": f.result.verdict,
+        "fingerprint": f.result.fingerprint,
+        "outcome": f.result.outcome.to_json() if f.result.outcome is not None else None,
+        "shrink_attempts": f.tried,
+        "reproduced": ok,
+        "repro_exit_code": code,
+        "repro_output_tail": output[-1500:],
+    }
+    atomic_write_json(folder / "finding.json", record)
+    return {
+        "dir": str(folder.relative_to(out)),
+        **{k: record[k] for k in ("kind", "oracle", "transforms", "verdict", "fingerprint", "reproduced")},
+    }
+
+
+def cell(report: TargetReport, oracle: str) -> str:
+    """A table cell: a rule oracle's verdict, or a torch oracle's verdict counts over the stacks."""
+    if oracle in RULE_ORACLES:
+        v = report.rules[oracle]
+        text = {"consistent": "ok", "not_applicable": "n/a", "expected": "expected"}.get(v.verdict)
+        return text or f"FINDING {v.verdict}"
+    row = report.stacks.get(oracle, {})
+    if not row:
+        return "-"
+    found = sum(n for v, n in row.items() if v not in ("consistent", "expected", "not_applicable", "nonfinite"))
+    parts = [f"{row.get('consistent', 0)} ok"]
+    if row.get("expected"):
+        parts.append(f"{row['expected']} exp")
+    if row.get("not_applicable"):
+        parts.append(f"{row['not_applicable']} n/a")
+    if found:
+        parts.append(f"**{found} FINDING**")
+    return ", ".join(parts)
+
+
+def table(reports: list[TargetReport]) -> str:
+    head = ["Function", *(_SHORT[o] for o in ORACLES)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in reports:
+        lines.append("| " + " | ".join([r.target.title, *(cell(r, o) for o in ORACLES)]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write(
+    out: Path, reports: list[TargetReport], meta: dict[str, Any], *, python: str = sys.executable
+) -> dict[str, Any]:
+    """Write every finding (and verify its repro), ``check.json`` and ``table.md``; returns check.json."""
+    out.mkdir(parents=True, exist_ok=True)
+    targets = []
+    n = 0
+    for r in reports:
+        findings = []
+        for f in r.findings:
+            n += 1
+            findings.append(write_finding(out, f, n, python=python))
+        targets.append(
+            {
+                "target": target_to_json(r.target),
+                "title": r.target.title,
+                "cases": r.cases,
+                "rules": {o: {"verdict": v.verdict, "reason": v.reason} for o, v in r.rules.items()},
+                "stacks": r.stacks,
+                "findings": findings,
+            }
+        )
+    summary = {"schema_version": SCHEMA_VERSION, **meta, "targets": targets}
+    atomic_write_json(out / "check.json", summary)
+    atomic_write_text(out / "table.md", table(reports))
+    return summary

@@ -1,0 +1,349 @@
+"""Render the script of an ``affuzz check`` case: the user's Function imported, not generated. Torch-free.
+
+The script has the runtime contract of :func:`fuzzer.codegen.render.render`'s ``full`` style (``inputs()``,
+``f``, ``SIDES``, ``ORACLE_SIDES``, ``check()``...), so :func:`fuzzer.judge.execute.run_script` runs it the
+way it runs a fuzz case, and the published ``repro.py`` is the same template with the compact ending.
+
+NOTE [check oracles]
+``affuzz check`` puts the user's Function itself under test, so it asks two kinds of question.
+
+*Rules* (kind ``function``: the Function's rules disagree), on the Function's sample inputs in float64,
+through plain autograd only, so that nothing of torch.func is involved:
+
+    oracle                  side A                               side B
+    ------                  ------                               ------
+    backward_vs_fd          its backward (jacrev_loop)           central finite differences (fd_jac)
+    jvp_vs_fd               its jvp (forward AD, jacfwd_dual)    finite differences
+    backward_vs_jvp         its backward                         its jvp
+    double_backward_vs_fd   backward of its backward (input 0)   finite differences of finite differences
+    vmap_rule_vs_loop       torch.func.vmap with its vmap        a loop over the batch
+                            staticmethod (batch of 3)
+
+Each applies only where the Function defines the rules it compares (a ``jvp``; a ``vmap`` staticmethod:
+``generate_vmap_rule`` is torch's rule, judged under *torch*). Finite differences agree within
+``FD_TOLERANCE`` (check_lib.py).
+
+*Torch* (kind ``torch``: torch disagrees with itself), on transform stacks: the fuzzer's four oracles
+(NOTE [oracles] in :mod:`fuzzer.ir.oracles`). A disagreement there is torch's only where it cannot come from
+the Function: both sides run the same rules at every order (the same path, and both or neither under
+torch.func vmap), or every rule that differs between them was verified by the rule oracles. Otherwise the
+comparison is ``not_applicable`` (``rules disagree``) and the rule finding is what to fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..ir.case import Transform
+from ..ir.oracles import MAIN, ORACLES, REFERENCE_MODES, alternate
+from ..ir.shapes import numel, transform_output_shape
+from ..ir.target import Arg, CheckCase, Target
+from .render import ERRORS_LINE, HELPER_ORDER, Expect, compose_stack, lib_sources, nested, qualified
+
+RULE_ORACLES = ("backward_vs_fd", "jvp_vs_fd", "backward_vs_jvp", "double_backward_vs_fd", "vmap_rule_vs_loop")
+TORCH_ORACLES = ORACLES
+#: What each side of a rule oracle is called in output and repros.
+RULE_SIDES = {
+    "backward_vs_fd": ("backward", "finite_differences"),
+    "jvp_vs_fd": ("jvp", "finite_differences"),
+    "backward_vs_jvp": ("backward", "jvp"),
+    "double_backward_vs_fd": ("double_backward", "finite_differences"),
+    "vmap_rule_vs_loop": ("vmap_rule", "loop"),
+}
+RULE_BATCH = 3
+_FD_ORACLES = ("backward_vs_fd", "jvp_vs_fd", "double_backward_vs_fd")
+_RUNTIME = ("outcome", "finite_forward", "run", "too_slow", "check", "main")
+_VERDICT = ("error_key", "torch_bug", "layout")
+
+
+def rule_applies(target: Target, oracle: str) -> str | None:
+    """Why rule ``oracle`` does not apply to ``target`` (None: it does)."""
+    if oracle in ("jvp_vs_fd", "backward_vs_jvp") and "jvp" not in target.rules:
+        return "no jvp staticmethod"
+    if oracle == "vmap_rule_vs_loop" and "vmap" not in target.rules:
+        return "no vmap staticmethod" + (
+            " (generate_vmap_rule: torch's rule)" if "generate_vmap_rule" in target.rules else ""
+        )
+    return None
+
+
+# ------------------------------------------------------------------------------------ shapes
+
+
+def level_inputs(target: Target, transforms: tuple[Transform, ...]) -> list[list[tuple[int, ...]]]:
+    """Input shapes each level's inner function sees, innermost (``f``) first."""
+    shapes = list(target.shapes)
+    out = [list(shapes)]
+    for t in reversed(transforms):
+        if t.name == "vmap":
+            shapes = [(t.batch_size, *s) for s in shapes]
+        out.append(list(shapes))
+    return out
+
+
+def sums(target: Target, transforms: tuple[Transform, ...]) -> list[bool]:
+    """Per level, outermost first: whether a ``grad`` level sums its inner output (it needs a scalar)."""
+    ins = level_inputs(target, transforms)
+    out, res = target.out_shape, []
+    for level, t in enumerate(reversed(transforms)):
+        res.append(t.name == "grad" and out != ())
+        out = transform_output_shape(t, out, ins[level])
+    return res[::-1]
+
+
+def stack_inputs(target: Target, transforms: tuple[Transform, ...], *, float64: bool = False) -> list[Arg]:
+    """The tensor inputs of the whole stack: each vmap level adds a leading batch dim (in_dims 0); the
+    sample at batch index k is the target's sample plus 0.1 k (distinct, in the sample's range)."""
+    batch = [t.batch_size for t in transforms if t.name == "vmap"]
+    n_batch = numel(batch)
+    out = []
+    for a in target.args:
+        if a.kind != "tensor":
+            continue
+        values = tuple(v + 0.1 * k for k in range(n_batch) for v in a.values)
+        out.append(Arg("tensor", (*batch, *a.shape), "float64" if float64 else a.dtype, values))
+    return out
+
+
+def tensor_expr(a: Arg, extra: str = "") -> str:
+    return f"torch.tensor({nested(list(a.values), a.shape)}, dtype=torch.{a.dtype}{extra})"
+
+
+# ------------------------------------------------------------------------------------ pieces
+
+
+def _f(target: Target) -> list[str]:
+    xs = [f"x{i}" for i in range(target.n_inputs)]
+    args, k = [], 0
+    for a in target.args:
+        if a.kind == "tensor":
+            args.append(f"{xs[k]}.clone()" if target.clone else xs[k])
+            k += 1
+        else:
+            args.append(a.literal)
+    call = f"{target.name}.apply({', '.join(args)})"
+    head = f"def f({', '.join(xs)}):"
+    if target.outputs is None:
+        return [head, f"    return {call}"]
+    if len(target.outputs) == 1:
+        return [head, f"    return {call}[{target.outputs[0]}]"]
+    cat = ", ".join(f"out[{j}].reshape(-1)" for j in target.outputs)
+    return [head, f"    out = {call}", f"    return torch.cat([{cat}])  # its floating-point outputs, flattened"]
+
+
+def _imports(target: Target) -> list[str]:
+    return ["import torch", f"from {target.module} import {target.name}"]
+
+
+def _inputs(args: list[Arg], *, requires_grad: bool) -> list[str]:
+    extra = ", requires_grad=requires_grad" if requires_grad else ""
+    head = "def inputs(requires_grad=False):" if requires_grad else "def inputs():"
+    ts = [tensor_expr(a, extra) for a in args]
+    if len(ts) == 1:
+        return [head, f"    return ({ts[0]},)"]
+    return [head, "    return (", *[f"        {t}," for t in ts], "    )"]
+
+
+def rule_sides(target: Target, oracle: str) -> tuple[tuple[str, bool], tuple[str, bool], set[str]]:
+    """((expr, requires_grad) of side A, of side B, names used) of rule ``oracle``."""
+    n = target.n_inputs
+
+    def each(twin: str) -> str:
+        return f"{twin}(f)" if n == 1 else f"all_inputs({twin}, f, {n})"
+
+    names = {"all_inputs"} if n > 1 else set()
+    if oracle == "backward_vs_fd":
+        return (each("jacrev_loop"), True), (each("fd_jac"), False), names | {"jacrev_loop", "fd_jac"}
+    if oracle == "jvp_vs_fd":
+        dual = {"jacfwd_dual", "_nums", "_replace_arg", "_result"}
+        return (each("jacfwd_dual"), False), (each("fd_jac"), False), names | dual | {"fd_jac"}
+    if oracle == "backward_vs_jvp":
+        dual = {"jacfwd_dual", "_nums", "_replace_arg", "_result"}
+        return (each("jacrev_loop"), True), (each("jacfwd_dual"), False), names | dual | {"jacrev_loop"}
+    if oracle == "double_backward_vs_fd":
+        return ("jacrev_loop(jacrev_loop(f))", True), ("fd_jac(fd_jac(f))", False), {"jacrev_loop", "fd_jac"}
+    if oracle == "vmap_rule_vs_loop":
+        return ("torch.func.vmap(f)", False), ("vmap_loop(f)", False), {"vmap_loop"}
+    raise ValueError(f"not a rule oracle: {oracle!r}")
+
+
+def _torch_sides(case: CheckCase, oracle: str) -> tuple[tuple[str, bool], tuple[str, bool], set[str]]:
+    t, stack = case.target, case.transforms
+    s = sums(t, stack)
+    a, names = compose_stack(stack, s, t.n_inputs, "functorch")
+    grad_a = any(x.name == "autograd_grad" for x in stack)
+    if oracle == MAIN:
+        b, more = compose_stack(stack, s, t.n_inputs, "create_graph")
+        grad_b = True
+    elif oracle == "vmap_vs_loop":
+        b, more = compose_stack(stack, s, t.n_inputs, "functorch_loop")
+        grad_b = grad_a
+    else:
+        alt = alternate(stack, oracle)
+        if alt is None:
+            raise ValueError(f"{oracle} does not apply to this stack")
+        b, more = compose_stack(alt, sums(t, alt), t.n_inputs, "functorch")
+        grad_b = grad_a
+    return (qualified(a), grad_a), (qualified(b), grad_b), names | more
+
+
+def sides_of(case: CheckCase, oracle: str | None = None) -> tuple[tuple[str, bool], tuple[str, bool], set[str]]:
+    oracle = oracle or case.oracle
+    if oracle in RULE_ORACLES:
+        return rule_sides(case.target, oracle)
+    return _torch_sides(case, oracle)
+
+
+def side_names(oracle: str) -> tuple[str, str]:
+    return RULE_SIDES.get(oracle) or ("functorch", REFERENCE_MODES[oracle])
+
+
+def case_inputs(case: CheckCase) -> list[Arg]:
+    if case.oracle in RULE_ORACLES:
+        stack = (Transform("vmap", batch_size=RULE_BATCH),) if case.oracle == "vmap_rule_vs_loop" else ()
+        return stack_inputs(case.target, stack, float64=True)
+    return stack_inputs(case.target, case.transforms)
+
+
+def _helpers(names: set[str], lib: dict[str, str]) -> list[str]:
+    if names & {"fd_jac"} or "fd_jac(" in " ".join(names):
+        names = names | {"fd_jac"}
+    order = [*HELPER_ORDER, "all_inputs"]
+    out: list[str] = []
+    for h in order:
+        if h in names:
+            out += ["", "", lib[h]]
+    return out
+
+
+# ------------------------------------------------------------------------------------ the script
+
+
+def render_check(
+    case: CheckCase,
+    *,
+    style: str = "full",
+    also: tuple[str, ...] = (),
+    expect: Expect | None = None,
+    header: tuple[str, ...] | list[str] = (),
+) -> str:
+    """The script of ``case`` (NOTE [check oracles]). ``full``: what ``affuzz check`` executes (``also``:
+    more torch oracles of the same stack, NOTE [one exec per case]); ``repro``: the published repro.py,
+    ending as :class:`~fuzzer.codegen.render.Expect` says (both values and ``assert_close``, or the side
+    that raises run uncaught)."""
+    oracle = case.oracle
+    if also and oracle in RULE_ORACLES:
+        raise ValueError("also= is for torch oracles only (a rule oracle's side A is its own)")
+    (a, grad_a), (b, grad_b), names = sides_of(case)
+    extra = [(o, sides_of(case, o)) for o in also if o != oracle]
+    for _, (_, _, more) in extra:
+        names = names | more
+    lib = lib_sources(docstrings=style == "full")
+    fd = oracle in _FD_ORACLES
+    name_a, name_b = side_names(oracle)
+    out = [f"# {h}" if h else "#" for h in header]
+    out += _imports(case.target)
+    out += ["", "", *_f(case.target)]
+    args = case_inputs(case)
+    out += _helpers(names, lib)
+    if style != "full":
+        if fd:
+            out += ["", "", lib["FD_TOLERANCE"]]
+        return "\n".join(out + _tail(case, args, (name_a, a, grad_a), (name_b, b, grad_b), expect, fd))
+    out = ["import re", "import sys", "import time", "", *out]
+    out += ["", "", *_inputs(args, requires_grad=False)]
+    xs = ", ".join(f"x{i}" for i in range(case.target.n_inputs))
+    out += ["", "", ERRORS_LINE]
+    out += ["", "", f"def {name_a}_mode({xs}):", f"    return {a}({xs})"]
+    out += ["", "", f"def {name_b}_mode({xs}):", f"    return {b}({xs})"]
+    for o, (_, (bo, _go), _) in extra:
+        out += ["", "", f"def {side_names(o)[1]}_mode({xs}):", f"    return {bo}({xs})"]
+    if extra:
+        out += ["", "", "ORACLE_SIDES = {", f'    "{oracle}": ("{name_b}", {name_b}_mode, {grad_b}),']
+        for o, (_, (_, go), _) in extra:
+            out += [f'    "{o}": ("{side_names(o)[1]}", {side_names(o)[1]}_mode, {go}),']
+        out += ["}"]
+    out += [
+        "",
+        "",
+        f'SIDES = (("{name_a}", {name_a}_mode, {grad_a}), ("{name_b}", {name_b}_mode, {grad_b}))',
+        "SECONDS = {}",
+        "SLOW_RATIO, SLOW_SECONDS = float('inf'), float('inf')  # affuzz check does not look for slow cases",
+        "fd_mode = None",
+    ]
+    for n in _VERDICT:
+        out += ["", "", lib[n]]
+    if fd:
+        out += ["", "", lib["FD_TOLERANCE"], "", "", lib["verdict_fd"].replace("def verdict_fd(", "def verdict(", 1)]
+    else:
+        out += ["", "", lib["verdict"]]
+    for n in _RUNTIME:
+        out += ["", "", lib[n]]
+    out += ["", "", 'if __name__ == "__main__":', "    sys.exit(main())", ""]
+    return "\n".join(out)
+
+
+def _tail(
+    case: CheckCase,
+    args: list[Arg],
+    side_a: tuple[str, str, bool],
+    side_b: tuple[str, str, bool],
+    expect: Expect | None,
+    fd: bool,
+) -> list[str]:
+    expect = expect or Expect()
+    out = ["", "", *_inputs(args, requires_grad=True), ""]
+    calls = [(name, f"{expr}(*inputs({'True' if grad else ''}))") for name, expr, grad in (side_a, side_b)]
+    tol = ", **FD_TOLERANCE" if fd else ""
+    if not expect.a_raises and not expect.b_raises:
+        return out + [
+            "",
+            f"{calls[0][0]} = {calls[0][1]}",
+            f"{calls[1][0]} = {calls[1][1]}",
+            f'print(f"{calls[0][0]}:\\n{{{calls[0][0]}}}\\n{calls[1][0]}:\\n{{{calls[1][0]}}}")',
+            f"torch.testing.assert_close({calls[0][0]}, {calls[1][0]}{tol})  # fails (exit 1) while the two disagree",
+            "",
+        ]
+    last, first = (calls[0], calls[1]) if expect.last == 0 else (calls[1], calls[0])
+    first_raises = expect.b_raises if expect.last == 0 else expect.a_raises
+    body = [""]
+    if expect.other is not None:
+        said = " ".join(expect.other.split())
+        said = said if len(said) <= 100 else said[:97] + "..."
+        body += [f"# {first[0]} {'raises' if first_raises else 'returns'} {said}"]
+    elif first_raises:
+        body += ["try:", f"    {first[1]}", "except Exception as e:", f'    print("{first[0]} raised", repr(e))']
+    else:
+        body += [f'print("{first[0]}:", {first[1]})']
+    return out + body + [f"{last[1]}  # raises (exit 1) while the finding is there", ""]
+
+
+def shrunk_target(target: Target, dim_sizes: list[tuple[int, ...]]) -> Target:
+    """``target`` with its tensor samples cut to ``dim_sizes`` (each a prefix along every dim)."""
+    args, k = [], 0
+    for a in target.args:
+        if a.kind != "tensor":
+            args.append(a)
+            continue
+        shape = dim_sizes[k]
+        k += 1
+        args.append(replace(a, shape=shape, values=_cut(a.values, a.shape, shape)))
+    return replace(target, args=tuple(args))
+
+
+def _cut(values: tuple[float, ...], shape: tuple[int, ...], new: tuple[int, ...]) -> tuple[float, ...]:
+    if not shape:
+        return values
+    step = numel(shape[1:])
+    rows = [values[i * step : (i + 1) * step] for i in range(new[0])]
+    return tuple(v for r in rows for v in _cut(r, shape[1:], new[1:]))
+
+
+__all__ = [
+    "RULE_ORACLES",
+    "TORCH_ORACLES",
+    "render_check",
+    "rule_applies",
+    "shrunk_target",
+    "sums",
+]

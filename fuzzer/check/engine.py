@@ -8,6 +8,14 @@ plus ``autograd_grad`` (plain ``torch.autograd.grad``, the seed's outer level) o
 every stack of depth <= 2, so a table row says the same on every run; ``--max-cases``/``--duration`` cut
 the list short (in this order), and a ``--duration`` longer than the list goes on with random stacks of
 depth 3 (seeded). vmap levels have batch size 2, in_dims and out_dims 0.
+
+NOTE [check findings]
+Of one target, findings are one when they are of the same kind and show the same unexplained error
+(its fingerprint, NOTE [error buckets]: one torch error is one bug under whatever stack and oracle it
+shows up), or, for wrong values, under the same oracle, verdict and set of transforms (``grad > hessian``
+and ``linearize`` are two; ``grad > jacrev`` and ``jacrev > grad`` one). The first found, which is the
+smallest (stacks are enumerated shortest first), is shrunk, and findings that shrink to the same case are
+one again.
 """
 
 from __future__ import annotations
@@ -62,8 +70,11 @@ class CheckFinding:
     tried: int = 0  # shrink attempts
 
     @property
-    def key(self) -> tuple[str, str, str, str]:
-        return (self.kind, self.case.oracle, self.result.verdict, self.result.fingerprint)
+    def key(self) -> tuple[object, ...]:
+        """NOTE [check findings]: what makes two findings of one target the same one."""
+        if self.result.fingerprint:
+            return (self.kind, self.result.fingerprint)
+        return (self.kind, self.case.oracle, self.result.verdict, frozenset(t.name for t in self.case.transforms))
 
 
 @dataclass
@@ -213,7 +224,11 @@ class Checker:
             if progress is not None:
                 progress(report)
         if shrink:
-            report.findings = [self.shrink(f, report.rules) for f in report.findings]
+            shrunk: dict[tuple[object, ...], CheckFinding] = {}
+            for f in report.findings:
+                f = self.shrink(f, report.rules)
+                shrunk.setdefault((*f.key, tuple(t.name for t in f.case.transforms)), f)
+            report.findings = list(shrunk.values())
         return report
 
     # ----------------------------------------------------------------------------- shrinking

@@ -214,8 +214,10 @@ def torch_db(*, where: str = "--torch-db") -> list[Target]:
     try:
         db = importlib.import_module(DB_MODULE)
     except ModuleNotFoundError as e:
+        package = {"yaml": "pyyaml"}.get(str(e.name), e.name)
         raise TargetError(
-            f"{where}: importing {DB_MODULE} needs {e.name!r}, which is not installed: pip install {e.name}"
+            f"{where}: importing {DB_MODULE} needs {e.name!r}, which is not installed: "
+            f"pip install {package} (or pip install 'affuzz[torchdb]')"
         ) from None
     targets = []
     for op in db.autograd_function_db:

@@ -40,7 +40,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--duration",
         type=duration,
         metavar="S",
-        help="stop after S in all (past the depth-2 stacks: random depth-3 ones)",
+        help="stop after S in all, shared out between the Functions (past the depth-2 stacks: random depth-3 ones)",
     )
     p.add_argument("--out", type=Path, default=Path("reports/check"), metavar="DIR", help="default reports/check")
     p.add_argument("--seed", type=seed_int, default=0, help="samples and random stacks (default 0)")
@@ -60,10 +60,12 @@ def command(args: argparse.Namespace) -> int:
 
     found = targets.torch_db() if args.torch_db else targets.resolve(args.target, args.inputs, seed=args.seed)
     checker = Checker(timeout=args.timeout)
-    deadline = time.monotonic() + args.duration if args.duration else None
+    start = time.monotonic()
     reports = []
-    for t in found:
+    for i, t in enumerate(found):
         print(f"checking {t.title} ...", file=sys.stderr, flush=True)
+        # --duration is shared out: each Function gets until its share of the whole has passed
+        deadline = start + args.duration * (i + 1) / len(found) if args.duration else None
         reports.append(
             checker.check(t, max_cases=args.max_cases, deadline=deadline, seed=args.seed, shrink=not args.no_shrink)
         )

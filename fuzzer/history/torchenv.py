@@ -54,7 +54,8 @@ def ensure(torch_version: str, root: Path = ROOT, *, quiet: bool = False) -> Pat
     if not ready:
         venv.EnvBuilder(with_pip=True, clear=False).create(env)
     pip = [str(python_of(env)), "-m", "pip", "install", "--disable-pip-version-check"] + (["-q"] if quiet else [])
-    steps = [[f"torch=={torch_version}", numpy_requirement(torch_version)], ["-e", str(root)]]
+    # the torchdb extra: what torch's autograd_function_db imports, for `affuzz check --torch-db` on this torch
+    steps = [[f"torch=={torch_version}", numpy_requirement(torch_version)], ["-e", f"{root}[torchdb]"]]
     # an existing venv keeps its torch but gets affuzz's current dependencies (they change between versions)
     for args in steps[1:] if ready else steps:
         # quiet: pip's output (warnings included) is shown only if it fails

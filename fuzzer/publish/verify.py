@@ -65,8 +65,9 @@ def reproduced(finding: Finding, output: str, compact: bool) -> bool:
         return "AssertionError" in output and "not close" in output
     side = finding.outcome.functorch if expect.last == 0 else finding.outcome.reference
     digits = re.compile(r"[0-9]+")
-    wanted = digits.sub("N", f"{side.error_type}: {(side.error or '')[:60]}")
-    return any(digits.sub("N", line).startswith(wanted) for line in output.splitlines())
+    wanted = digits.sub("N", " ".join(f"{side.error_type}: {(side.error or '')[:60]}".split()))
+    # whitespace collapsed: a message that starts with a space prints as "RuntimeError:  Cannot ..."
+    return any(digits.sub("N", " ".join(line.split())).startswith(wanted) for line in output.splitlines())
 
 
 def run_repro(repro: Path, *, python: str = sys.executable, timeout: float = 600.0) -> dict[str, Any]:

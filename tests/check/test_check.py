@@ -1,0 +1,183 @@
+"""``affuzz check`` end to end on real torch: three Functions written for it (tests/check/three_functions.py),
+torch's own autograd_function_db, and bad targets."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fuzzer.cli import main
+from fuzzer.ir.target import Arg, Target, TargetError, target_from_json, target_to_json
+
+ROOT = Path(__file__).resolve().parents[2]
+MODULE = "tests.check.three_functions"
+
+
+@pytest.fixture(scope="module")
+def three(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict, Path]:
+    out = tmp_path_factory.mktemp("check3")
+    code = main(["check", MODULE, "--out", str(out)])
+    return code, json.loads((out / "check.json").read_text()), out
+
+
+def _target(summary: dict, name: str) -> dict:
+    return next(t for t in summary["targets"] if t["title"] == f"{MODULE}:{name}")
+
+
+def test_each_function_is_reported_as_what_it_is(three) -> None:
+    code, summary, _ = three
+    assert code == 1  # findings
+    cube, sin, center = (_target(summary, n) for n in ("Cube", "SinWrongJvp", "CenterWrongVmap"))
+    # the correct Function: every rule checks out, no finding of kind function
+    assert {o: r["verdict"] for o, r in cube["rules"].items()} == {
+        "backward_vs_fd": "consistent",
+        "jvp_vs_fd": "consistent",
+        "backward_vs_jvp": "consistent",
+        "double_backward_vs_fd": "consistent",
+        "vmap_rule_vs_loop": "not_applicable",  # generate_vmap_rule: torch's rule, judged by the torch oracles
+    }
+    assert not [f for f in cube["findings"] if f["kind"] == "function"]
+    # the jvp that contradicts its backward: exactly the rules that involve the jvp
+    kinds = {(f["kind"], f["oracle"]) for f in sin["findings"] if f["kind"] == "function"}
+    assert kinds == {("function", "jvp_vs_fd"), ("function", "backward_vs_jvp")}
+    assert sin["rules"]["backward_vs_fd"]["verdict"] == "consistent"
+    # comparisons of torch that would go through the wrong jvp on one side only are not torch's findings
+    assert sin["stacks"]["jacrev_vs_jacfwd"] == {"not_applicable": sum(sin["stacks"]["jacrev_vs_jacfwd"].values())}
+    # the wrong vmap rule: that rule's finding, and no torch finding that goes through it
+    assert [(f["kind"], f["oracle"]) for f in center["findings"]] == [("function", "vmap_rule_vs_loop")]
+    assert center["stacks"]["vmap_vs_loop"].get("not_applicable", 0) > 0
+    for t in (cube, sin, center):
+        assert all(f["reproduced"] for f in t["findings"])
+
+
+def test_findings_are_kept_apart_and_repros_stand_alone(three) -> None:
+    _, summary, out = three
+    for t in summary["targets"]:
+        for f in t["findings"]:
+            assert f["dir"].startswith(f["kind"] + "/")
+            record = json.loads((out / f["dir"] / "finding.json").read_text())
+            assert record["kind"] == f["kind"] and record["reproduced"]
+            repro = (out / f["dir"] / "repro.py").read_text()
+            assert f"from {MODULE} import {t['target']['name']}" in repro
+            assert "affuzz" not in repro.replace("# affuzz check", "") and "fuzzer" not in repro
+    # the wrong vmap rule's repro, run here as a user would: fails with assert_close, fixed rule -> passes
+    center = _target(summary, "CenterWrongVmap")["findings"][0]
+    p = subprocess.run(
+        [sys.executable, str(out / center["dir"] / "repro.py")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
+    assert p.returncode == 1 and "AssertionError" in p.stderr and "vmap_rule" in p.stdout
+    assert "table.md" in {p.name for p in out.iterdir()}
+    assert "| tests.check.three_functions:SinWrongJvp | ok | FINDING value_mismatch |" in (out / "table.md").read_text()
+
+
+def test_findings_are_shrunk_over_inputs(three) -> None:
+    _, summary, out = three
+    sin = _target(summary, "SinWrongJvp")
+    f = next(f for f in sin["findings"] if f["oracle"] == "jvp_vs_fd")
+    record = json.loads((out / f["dir"] / "finding.json").read_text())
+    assert sin["target"]["args"][0]["shape"] == [3]  # found by trial
+    assert record["target"]["args"][0]["shape"] == [1]  # the smallest that still shows it
+    assert record["shrink_attempts"] > 0
+
+
+def test_inputs_spec_and_max_cases(tmp_path: Path) -> None:
+    code = main(
+        ["check", f"{MODULE}:Cube", "--inputs", "2x2", "--max-cases", "3", "--no-shrink", "--out", str(tmp_path)]
+    )
+    summary = json.loads((tmp_path / "check.json").read_text())
+    (cube,) = summary["targets"]
+    assert cube["target"]["args"][0]["shape"] == [2, 2] and cube["cases"] == 3
+    assert code == 0  # the first 3 stacks (grad, vjp, jvp) agree on a correct Function
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["check", "no_such_pkg.fns:Fn"], "no module named 'no_such_pkg'"),
+        (["check", f"{MODULE}:torch"], "is not a torch.autograd.Function subclass"),
+        (["check", f"{MODULE}:Nope"], "has no attribute 'Nope'"),
+        (["check", f"{MODULE}:Cube", "--inputs", "3y4"], "--inputs: cannot read '3y4'"),
+        (["check"], "give a TARGET"),
+        (["check", "tests/check/three_functions.py"], "expected pkg.module:FunctionName"),
+    ],
+)
+def test_bad_target_is_one_line_exit_2(argv: list[str], message: str, capsys) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1 and err.startswith("affuzz check: error: ")
+
+
+def test_forward_that_rejects_every_input(tmp_path: Path, monkeypatch, capsys) -> None:
+    (tmp_path / "picky.py").write_text(
+        "import torch\n\n\n"
+        "class Picky(torch.autograd.Function):\n"
+        "    @staticmethod\n"
+        "    def forward(x):\n"
+        "        if x.shape != (7, 7, 7):\n"
+        "            raise ValueError(f'needs 7x7x7, got {tuple(x.shape)}')\n"
+        "        return x * 2\n\n"
+        "    @staticmethod\n"
+        "    def setup_context(ctx, inputs, output):\n"
+        "        pass\n\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, g):\n"
+        "        return 2 * g\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["check", "picky:Picky", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "forward rejects every input tried" in err and "--inputs" in err and len(err.splitlines()) == 1
+    # told the shape, it checks the Function
+    assert main(["check", "picky:Picky", "--inputs", "7x7x7", "--max-cases", "1", "--out", str(tmp_path / "o")]) == 0
+
+
+def test_torch_db_rules_table(tmp_path: Path) -> None:
+    """Every Function of torch's autograd_function_db: the rule verdicts (README, "affuzz check --torch-db")."""
+    pytest.importorskip("expecttest")
+    code = main(["check", "--torch-db", "--max-cases", "1", "--no-shrink", "--out", str(tmp_path)])
+    summary = json.loads((tmp_path / "check.json").read_text())
+    rules = {t["title"]: {o: r["verdict"] for o, r in t["rules"].items()} for t in summary["targets"]}
+    assert len(rules) == 14
+    wrong = {
+        (name, o)
+        for name, row in rules.items()
+        for o, v in row.items()
+        if v not in ("consistent", "not_applicable", "expected")
+    }
+    # the db's Functions whose rules contradict their forward on purpose (or by mistake): README explains each
+    assert wrong == {
+        ("NumpySortAutogradFunction", "backward_vs_fd"),  # forward returns x unsorted, backward/jvp permute
+        ("NumpySortAutogradFunction", "jvp_vs_fd"),
+        ("CubeGenVmapAutogradFunction", "backward_vs_fd"),  # backward: 6 * dinput instead of 6 * grad_saved * x
+        ("CubeGenVmapAutogradFunction", "backward_vs_jvp"),
+        ("CubeGenVmapAutogradFunction", "double_backward_vs_fd"),
+        ("ScaleGradGenVmapAutogradFunction", "backward_vs_fd"),  # scales gradients by 3.14 on purpose
+        ("ScaleGradGenVmapAutogradFunction", "jvp_vs_fd"),
+        ("ZeroGradientsGenVmapAutogradFunction", "backward_vs_fd"),  # zero gradients on purpose
+        ("ZeroGradientsGenVmapAutogradFunction", "jvp_vs_fd"),
+    }
+    assert rules["NumpyCubeNotComposableAutogradFunction"]["double_backward_vs_fd"] == "expected"  # once_differentiable
+    assert code == 1
+    assert all(f["reproduced"] and f["kind"] == "function" for t in summary["targets"] for f in t["findings"])
+
+
+def test_target_json_round_trip_and_no_code_from_json() -> None:
+    t = Target(MODULE, "Cube", (Arg("tensor", (2,), "float64", (1.0, 2.0)), Arg("const", literal="(2,)")), None, (2,))
+    assert target_from_json(target_to_json(t)) == t
+    bad = target_to_json(t)
+    bad["args"][1]["literal"] = "__import__('os').system('true')"
+    with pytest.raises(TargetError, match="literal"):
+        target_from_json(bad)
+    bad = target_to_json(t)
+    bad["module"] = "os; import sys"
+    with pytest.raises(TargetError, match="dotted Python name"):
+        target_from_json(bad)

@@ -12,10 +12,12 @@ depth 3 (seeded). vmap levels have batch size 2, in_dims and out_dims 0.
 NOTE [check findings]
 Of one target, findings are one when they are of the same kind and show the same unexplained error
 (its fingerprint, NOTE [error buckets]: one torch error is one bug under whatever stack and oracle it
-shows up), or, for wrong values, under the same oracle, verdict and set of transforms (``grad > hessian``
-and ``linearize`` are two; ``grad > jacrev`` and ``jacrev > grad`` one). The first found, which is the
-smallest (stacks are enumerated shortest first), is shrunk, and findings that shrink to the same case are
-one again.
+shows up); a rule's wrong values are one finding per rule oracle; torch's wrong values are one per verdict
+and multiset of level classes, whatever the oracle and order (reverse: grad, vjp, jacrev,
+autograd.grad; forward: jvp, jacfwd; hessian; linearize; vmap): ``jvp > hessian`` and ``jacfwd >
+hessian`` under either oracle are one, ``grad > hessian`` and ``linearize`` two. The first found, which
+is the smallest (stacks are enumerated shortest first), is shrunk, and findings that shrink to the same
+case are one again.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ from .targets import reprobe
 LEVELS = ("grad", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap", "linearize")
 KINDS = {"function": "the Function's rules disagree", "torch": "torch disagrees with itself"}
 _PLAIN = SideInfo((), False, False, False)
+#: NOTE [check findings]: levels that differentiate the same way are one class.
+_CLASS = {"grad": "R", "vjp": "R", "jacrev": "R", "autograd_grad": "R", "jvp": "F", "jacfwd": "F"}
+_CLASS.update({"hessian": "H", "linearize": "L", "vmap": "V"})
 #: What each side of a rule oracle runs, for the known-limitations registry.
 _RULE_INFO = {
     "backward_vs_fd": (SideInfo(("R",), False, False, False), _PLAIN),
@@ -74,7 +79,9 @@ class CheckFinding:
         """NOTE [check findings]: what makes two findings of one target the same one."""
         if self.result.fingerprint:
             return (self.kind, self.result.fingerprint)
-        return (self.kind, self.case.oracle, self.result.verdict, frozenset(t.name for t in self.case.transforms))
+        if self.kind == "function":
+            return (self.kind, self.case.oracle, self.result.verdict)
+        return (self.kind, self.result.verdict, tuple(sorted(_CLASS[t.name] for t in self.case.transforms)))
 
 
 @dataclass

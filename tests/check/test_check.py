@@ -181,3 +181,23 @@ def test_target_json_round_trip_and_no_code_from_json() -> None:
     bad["module"] = "os; import sys"
     with pytest.raises(TargetError, match="dotted Python name"):
         target_from_json(bad)
+
+
+def test_repro_raises_the_unexplained_error() -> None:
+    """Of two errors the repro runs uncaught the one no limitation explains (the finding's fingerprint),
+    here side B's, with side A's explained error as a comment."""
+    from fuzzer.check.engine import CheckFinding, Verdict
+    from fuzzer.check.output import repro
+    from fuzzer.ir.case import Transform
+    from fuzzer.ir.target import CheckCase
+    from fuzzer.judge.execute import Outcome, Side
+
+    t = Target(MODULE, "Cube", (Arg("tensor", (2,), "float64", (1.0, 2.0)),), None, (2,), ("jvp", "setup_context"))
+    explained = Side(None, "RuntimeError", "Batching rule not implemented for aten::_make_dual", "", False, "k1")
+    unexplained = Side(None, "IndexError", "list index out of range", "torch/fx/x.py:y", False, "k2")
+    outcome = Outcome("different_errors", explained, unexplained, 0.1)
+    case = CheckCase(t, (Transform("vmap", batch_size=2), Transform("linearize")), "vmap_vs_loop")
+    text = repro(CheckFinding("torch", case, Verdict("different_errors", "", unexplained.fingerprint, outcome)))
+    last = [line for line in text.splitlines() if line.strip()][-1]
+    assert last.startswith("vmap_loop(linearize_ones(f))") and "raises" in last
+    assert "# functorch raises RuntimeError: Batching rule" in text

@@ -15,11 +15,13 @@ indices, index tensors) is a constant of ``f``.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import random
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -98,8 +100,6 @@ def parse_inputs(text: str) -> list[Arg]:
         if m is None:
             raise TargetError(f"--inputs: cannot read {item!r} (expected e.g. 3x4, 3x4:float32, scalar or =2)")
         if m.group("literal") is not None:
-            import ast
-
             try:
                 ast.literal_eval(m.group("literal"))
             except (ValueError, SyntaxError):
@@ -197,8 +197,6 @@ def probe(cls: type, target: Target) -> Target:
         if not all(bool(torch.isfinite(o).all()) for o in kept):
             raise TargetError(f"{shapes}: forward returned non-finite values")
         out_shape = tuple(kept[0].shape) if len(kept) == 1 else (sum(o.numel() for o in kept),)
-        from dataclasses import replace
-
         return replace(target, outputs=outputs, out_shape=out_shape, clone=clone)
     raise TargetError(f"{shapes}: forward modifies its input in place and fails on a clone too")
 

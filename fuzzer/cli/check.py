@@ -70,7 +70,11 @@ def command(args: argparse.Namespace) -> int:
             checker.check(t, max_cases=args.max_cases, deadline=deadline, seed=args.seed, shrink=not args.no_shrink)
         )
     meta = {
-        "command": "affuzz check " + (" ".join(sys.argv[2:]) if sys.argv[1:2] == ["check"] else ""),
+        "target": "--torch-db" if args.torch_db else args.target,
+        "inputs": args.inputs,
+        "max_cases": args.max_cases,
+        "duration": args.duration,
+        "seed": args.seed,
         "torch_version": torch.__version__,
     }
     summary = output.write(args.out, reports, meta)

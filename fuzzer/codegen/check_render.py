@@ -38,7 +38,7 @@ from ..ir.case import Transform
 from ..ir.oracles import MAIN, ORACLES, REFERENCE_MODES, alternate
 from ..ir.shapes import numel, transform_output_shape
 from ..ir.target import Arg, CheckCase, Target
-from .render import ERRORS_LINE, HELPER_ORDER, Expect, compose_stack, lib_sources, nested, qualified
+from .render import ERRORS_LINE, HELPER_ORDER, Expect, compose_stack, lib_sources, nested, qualified, short_sources
 
 RULE_ORACLES = ("backward_vs_fd", "jvp_vs_fd", "backward_vs_jvp", "double_backward_vs_fd", "vmap_rule_vs_loop")
 TORCH_ORACLES = ORACLES
@@ -239,6 +239,9 @@ def render_check(
     for _, (_, _, more) in extra:
         names = names | more
     lib = lib_sources(docstrings=style == "full")
+    if style != "full":  # NOTE [repro styles]: the twins' shortest forms (every argnums here is an int)
+        lib = {**lib, **short_sources("_short"), **(short_sources("_1") if case.target.n_inputs == 1 else {})}
+        names = names - {"_nums", "_replace_arg", "_result"}
     fd = oracle in _FD_ORACLES
     name_a, name_b = side_names(oracle)
     out = [f"# {h}" if h else "#" for h in header]

@@ -337,9 +337,9 @@ def render(
     xs = ", ".join(f"x{i}" for i in range(fn.n_inputs))
     lib = lib_sources(docstrings=full)
     if short:
-        lib = {**lib, **_short_sources("_short")}
+        lib = {**lib, **short_sources("_short")}
         if fn.n_inputs == 1:
-            lib = {**lib, **_short_sources("_1")}
+            lib = {**lib, **short_sources("_1")}
     fc_grad = any(t.name == "autograd_grad" for t in case.transforms)
     out: list[str] = [f"# {h}" if h else "#" for h in header]
     if full:
@@ -461,7 +461,7 @@ def _compact_tail(
 
 
 @functools.cache
-def _short_sources(suffix: str) -> dict[str, str]:
+def short_sources(suffix: str) -> dict[str, str]:
     """The shortest forms of the twins for published repros (NOTE [repro styles]): the ``*_short``
     functions of repro_lib.py (an int ``argnums``) or the ``*_1`` ones (a Function of one input), under
     the twin's own name."""

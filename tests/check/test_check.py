@@ -201,3 +201,15 @@ def test_repro_raises_the_unexplained_error() -> None:
     last = [line for line in text.splitlines() if line.strip()][-1]
     assert last.startswith("vmap_loop(linearize_ones(f))") and "raises" in last
     assert "# functorch raises RuntimeError: Batching rule" in text
+
+
+def test_duration_goes_past_the_depth_2_stacks(tmp_path: Path) -> None:
+    """--duration longer than the enumerated stacks goes on with random depth-3 ones (NOTE [check stacks])."""
+    from fuzzer.check.engine import stacks
+    from fuzzer.check.targets import resolve
+
+    (cube,) = resolve(f"{MODULE}:Cube")
+    listed = len(list(stacks(cube)))
+    main(["check", f"{MODULE}:Cube", "--duration", "12", "--no-shrink", "--out", str(tmp_path)])
+    (summary,) = json.loads((tmp_path / "check.json").read_text())["targets"]
+    assert summary["cases"] > listed

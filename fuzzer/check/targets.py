@@ -10,7 +10,9 @@ place (``mark_dirty``) cannot be applied to a leaf that requires grad, so a call
 "leaf Variable ... in-place" error is retried with ``f`` passing clones. Samples are uniform in [0.5, 1.5]
 (seeded): positive, so ``sqrt``/``log``-like forwards stay finite. torch's db brings its own samples
 (``OpInfo.sample_inputs``, float64): its floating-point tensors are ``f``'s inputs, everything else (dims,
-indices, index tensors) is a constant of ``f``.
+indices, index tensors) is a constant of ``f``. A tensor argument whose gradient the Function's backward
+returns as None (on the sample) is one it does not differentiate: ``f`` passes it as a constant, and the
+command says so (``Target.constants``), rather than report its "gradient" as wrong.
 """
 
 from __future__ import annotations
@@ -155,7 +157,7 @@ def target_of(
     for args in candidates:
         base = Target(module, cls.__name__, tuple(args), None, (), function_rules(cls), label=label)
         try:
-            return probe(cls, base)
+            return undifferentiated_as_constants(cls, probe(cls, base))
         except TargetError as e:
             errors.append(str(e))
     shapes = "; ".join(errors[:2])
@@ -199,6 +201,35 @@ def probe(cls: type, target: Target) -> Target:
         out_shape = tuple(kept[0].shape) if len(kept) == 1 else (sum(o.numel() for o in kept),)
         return replace(target, outputs=outputs, out_shape=out_shape, clone=clone)
     raise TargetError(f"{shapes}: forward modifies its input in place and fails on a clone too")
+
+
+def undifferentiated_as_constants(cls: type, target: Target) -> Target:
+    """NOTE [check inputs]: a tensor argument whose gradient the backward returns as None is not one the
+    Function differentiates (the autograd.Function docs: None for inputs that need no gradient), so ``f``
+    passes it as a constant instead of differentiating it; unless that would leave ``f`` no input, or the
+    backward raises (the rule oracles will show that)."""
+    xs = [_value(a).requires_grad_() if a.kind == "tensor" else _value(a) for a in target.args]
+    tensors = [x for a, x in zip(target.args, xs, strict=True) if a.kind == "tensor"]
+    try:
+        out = cls.apply(*[x.clone() if target.clone and isinstance(x, torch.Tensor) else x for x in xs])
+        outs = [out] if isinstance(out, torch.Tensor) else [out[j] for j in target.outputs or ()]
+        total = sum(o.sum() for o in outs if o.requires_grad)
+        grads = torch.autograd.grad(total, tensors, allow_unused=True) if isinstance(total, torch.Tensor) else []
+    except Exception:  # noqa: BLE001 (the user's backward: the rule oracles report it)
+        return target
+    unused = {i for i, g in enumerate(grads) if g is None}
+    if not unused or len(unused) == len(tensors):
+        return target
+    args, k, dropped = [], 0, []
+    for i, a in enumerate(target.args):
+        if a.kind == "tensor":
+            if k in unused:
+                nested = torch.tensor(a.values, dtype=torch.float64).reshape(a.shape).tolist()
+                a = Arg("const", literal=f"torch.tensor({nested!r}, dtype=torch.{a.dtype})")
+                dropped.append(i)
+            k += 1
+        args.append(a)
+    return replace(target, args=tuple(args), constants=tuple(dropped))
 
 
 def reprobe(target: Target) -> Target:

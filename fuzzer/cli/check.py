@@ -64,6 +64,9 @@ def command(args: argparse.Namespace) -> int:
     reports = []
     for i, t in enumerate(found):
         print(f"checking {t.title} ...", file=sys.stderr, flush=True)
+        if t.constants:
+            which = ", ".join(str(j + 1) for j in t.constants)
+            print(f"  argument(s) {which}: backward returns None for it, passed as a constant", file=sys.stderr)
         # --duration is shared out: each Function gets until its share of the whole has passed
         deadline = start + args.duration * (i + 1) / len(found) if args.duration else None
         reports.append(

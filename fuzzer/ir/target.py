@@ -49,6 +49,7 @@ class Target:
     rules: tuple[str, ...] = ()  # of RULES: what the Function defines
     clone: bool = False  # f passes clones of its tensors (the Function modifies its inputs in place)
     label: str = ""  # how reports name it (torch's autograd_function_db: the OpInfo's name)
+    constants: tuple[int, ...] = ()  # arguments given as tensors that the backward does not differentiate
 
     @property
     def n_inputs(self) -> int:
@@ -111,6 +112,7 @@ def target_to_json(t: Target) -> dict[str, Any]:
         "out_shape": list(t.out_shape),
         "rules": list(t.rules),
         "clone": t.clone,
+        "constants": list(t.constants),
     }
 
 
@@ -161,4 +163,5 @@ def target_from_json(d: Any, where: str = "target") -> Target:
         tuple(rules),
         bool(d.get("clone", False)),
         str(d.get("label", "")),
+        _ints(d.get("constants", []), f"{where}.constants"),
     )

@@ -213,3 +213,26 @@ def test_duration_goes_past_the_depth_2_stacks(tmp_path: Path) -> None:
     main(["check", f"{MODULE}:Cube", "--duration", "12", "--no-shrink", "--out", str(tmp_path)])
     (summary,) = json.loads((tmp_path / "check.json").read_text())["targets"]
     assert summary["cases"] > listed
+
+
+def test_an_argument_the_backward_does_not_differentiate_is_a_constant(tmp_path: Path, monkeypatch) -> None:
+    """NOTE [check inputs]: forward(x, s) with backward returning None for s: s is passed as a constant,
+    not reported as a wrong gradient."""
+    (tmp_path / "scaling.py").write_text(
+        "import torch\n\n\n"
+        "class Scale(torch.autograd.Function):\n"
+        "    @staticmethod\n"
+        "    def forward(x, s):\n"
+        "        return x * s\n\n"
+        "    @staticmethod\n"
+        "    def setup_context(ctx, inputs, output):\n"
+        "        ctx.s = inputs[1]\n\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, g):\n"
+        "        return g * ctx.s, None\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["check", "scaling:Scale", "--max-cases", "4", "--out", str(tmp_path / "out")]) == 0
+    (t,) = json.loads((tmp_path / "out" / "check.json").read_text())["targets"]
+    assert t["target"]["constants"] == [1] and t["target"]["args"][1]["kind"] == "const"
+    assert t["rules"]["backward_vs_fd"]["verdict"] == "consistent"

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
-from ..codegen.check_render import RULE_ORACLES, render_check, rule_applies, shrunk_target
+from ..codegen.check_render import RULE_ORACLES, SECOND_ORDER, render_check, rule_applies, shrunk_target
 from ..ir.case import FORWARD_MODE_TRANSFORMS, Transform
 from ..ir.oracles import MAIN, alternate, applicable_to
 from ..ir.target import CheckCase, Target, TargetError
@@ -49,6 +49,8 @@ _RULE_INFO = {
     "jvp_vs_fd": (SideInfo(("F",), False, False, True), _PLAIN),
     "backward_vs_jvp": (SideInfo(("R",), False, False, False), SideInfo(("F",), False, False, True)),
     "double_backward_vs_fd": (SideInfo(("R", "R"), False, False, False), _PLAIN),
+    "jvp_of_backward_vs_fd": (SideInfo(("R", "F"), False, False, True), _PLAIN),
+    "backward_of_jvp_vs_fd": (SideInfo(("F", "R"), False, False, True), _PLAIN),
     "vmap_rule_vs_loop": (SideInfo((), True, True, False), _PLAIN),
 }
 
@@ -140,7 +142,7 @@ class Checker:
         case = CheckCase(target, (), oracle)
         outcome = run_script(render_check(case), (oracle,), timeout=self.timeout)[oracle]
         if (
-            oracle == "double_backward_vs_fd"
+            oracle in ("double_backward_vs_fd", "jvp_of_backward_vs_fd")
             and "once_differentiable" in target.rules
             and outcome.verdict != "consistent"
         ):
@@ -162,8 +164,9 @@ class Checker:
             need.append("backward_vs_fd")
             if "F" in a.path + b.path:
                 need += ["jvp_vs_fd", "backward_vs_jvp"]
-            if max(len(a.path), len(b.path)) > 1:
-                need.append("double_backward_vs_fd")
+            # the second-order rules each side differentiates (SECOND_ORDER); forward over forward has
+            # no plain-autograd twin to check it against, and no stack has it below a third level
+            need += [SECOND_ORDER[p[:2]] for p in (a.path, b.path) if p[:2] in SECOND_ORDER]
         if _vmaps(stack) != _vmaps(_side_b(stack, oracle)):  # one side runs the Function's vmap rule more often
             need.append("vmap_rule_vs_loop")
         bad = [o for o in need if o in rules and rules[o].verdict not in ("consistent", "not_applicable")]

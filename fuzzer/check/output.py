@@ -30,6 +30,8 @@ _SHORT = {
     "jvp_vs_fd": "jvp/fd",
     "backward_vs_jvp": "backward/jvp",
     "double_backward_vs_fd": "2x backward/fd",
+    "jvp_of_backward_vs_fd": "fwd of bwd/fd",
+    "backward_of_jvp_vs_fd": "bwd of jvp/fd",
     "vmap_rule_vs_loop": "vmap rule/loop",
     "functorch_vs_create_graph": "func/create_graph",
     "jacrev_vs_jacfwd": "jacrev/jacfwd",

@@ -16,6 +16,8 @@ through plain autograd only, so that nothing of torch.func is involved:
     jvp_vs_fd               its jvp (forward AD, jacfwd_dual)    finite differences
     backward_vs_jvp         its backward                         its jvp
     double_backward_vs_fd   backward of its backward (input 0)   finite differences of finite differences
+    jvp_of_backward_vs_fd   forward AD of its backward (input 0) finite differences of finite differences
+    backward_of_jvp_vs_fd   backward of its jvp (input 0)        finite differences of finite differences
     vmap_rule_vs_loop       torch.func.vmap with its vmap        a loop over the batch
                             staticmethod (batch of 3)
 
@@ -40,7 +42,21 @@ from ..ir.shapes import numel, transform_output_shape
 from ..ir.target import Arg, CheckCase, Target
 from .render import ERRORS_LINE, HELPER_ORDER, Expect, compose_stack, lib_sources, nested, qualified, short_sources
 
-RULE_ORACLES = ("backward_vs_fd", "jvp_vs_fd", "backward_vs_jvp", "double_backward_vs_fd", "vmap_rule_vs_loop")
+RULE_ORACLES = (
+    "backward_vs_fd",
+    "jvp_vs_fd",
+    "backward_vs_jvp",
+    "double_backward_vs_fd",
+    "jvp_of_backward_vs_fd",
+    "backward_of_jvp_vs_fd",
+    "vmap_rule_vs_loop",
+)
+#: The second-order rule oracle of each second-order path (innermost first, NOTE [valid comparisons]).
+SECOND_ORDER = {
+    ("R", "R"): "double_backward_vs_fd",
+    ("R", "F"): "jvp_of_backward_vs_fd",
+    ("F", "R"): "backward_of_jvp_vs_fd",
+}
 TORCH_ORACLES = ORACLES
 #: What each side of a rule oracle is called in output and repros.
 RULE_SIDES = {
@@ -48,17 +64,22 @@ RULE_SIDES = {
     "jvp_vs_fd": ("jvp", "finite_differences"),
     "backward_vs_jvp": ("backward", "jvp"),
     "double_backward_vs_fd": ("double_backward", "finite_differences"),
+    "jvp_of_backward_vs_fd": ("jvp_of_backward", "finite_differences"),
+    "backward_of_jvp_vs_fd": ("backward_of_jvp", "finite_differences"),
     "vmap_rule_vs_loop": ("vmap_rule", "loop"),
 }
 RULE_BATCH = 3
-_FD_ORACLES = ("backward_vs_fd", "jvp_vs_fd", "double_backward_vs_fd")
+_FD_ORACLES = RULE_ORACLES[:2] + RULE_ORACLES[3:6]
 _RUNTIME = ("outcome", "finite_forward", "run", "too_slow", "check", "main")
 _VERDICT = ("error_key", "torch_bug", "layout")
 
 
 def rule_applies(target: Target, oracle: str) -> str | None:
     """Why rule ``oracle`` does not apply to ``target`` (None: it does)."""
-    if oracle in ("jvp_vs_fd", "backward_vs_jvp") and "jvp" not in target.rules:
+    if (
+        oracle in ("jvp_vs_fd", "backward_vs_jvp", "jvp_of_backward_vs_fd", "backward_of_jvp_vs_fd")
+        and "jvp" not in target.rules
+    ):
         return "no jvp staticmethod"
     if oracle == "vmap_rule_vs_loop" and "vmap" not in target.rules:
         return "no vmap staticmethod" + (
@@ -160,8 +181,13 @@ def rule_sides(target: Target, oracle: str) -> tuple[tuple[str, bool], tuple[str
     if oracle == "backward_vs_jvp":
         dual = {"jacfwd_dual", "_nums", "_replace_arg", "_result"}
         return (each("jacrev_loop"), True), (each("jacfwd_dual"), False), names | dual | {"jacrev_loop"}
+    dual = {"jacfwd_dual", "_nums", "_replace_arg", "_result"}
     if oracle == "double_backward_vs_fd":
         return ("jacrev_loop(jacrev_loop(f))", True), ("fd_jac(fd_jac(f))", False), {"jacrev_loop", "fd_jac"}
+    if oracle == "jvp_of_backward_vs_fd":
+        return ("jacfwd_dual(jacrev_loop(f))", True), ("fd_jac(fd_jac(f))", False), {"jacrev_loop", "fd_jac"} | dual
+    if oracle == "backward_of_jvp_vs_fd":
+        return ("jacrev_loop(jacfwd_dual(f))", True), ("fd_jac(fd_jac(f))", False), {"jacrev_loop", "fd_jac"} | dual
     if oracle == "vmap_rule_vs_loop":
         return ("torch.func.vmap(f)", False), ("vmap_loop(f)", False), {"vmap_loop"}
     raise ValueError(f"not a rule oracle: {oracle!r}")

@@ -38,12 +38,14 @@ def test_each_function_is_reported_as_what_it_is(three) -> None:
         "jvp_vs_fd": "consistent",
         "backward_vs_jvp": "consistent",
         "double_backward_vs_fd": "consistent",
+        "jvp_of_backward_vs_fd": "consistent",
+        "backward_of_jvp_vs_fd": "consistent",
         "vmap_rule_vs_loop": "not_applicable",  # generate_vmap_rule: torch's rule, judged by the torch oracles
     }
     assert not [f for f in cube["findings"] if f["kind"] == "function"]
     # the jvp that contradicts its backward: exactly the rules that involve the jvp
     kinds = {(f["kind"], f["oracle"]) for f in sin["findings"] if f["kind"] == "function"}
-    assert kinds == {("function", "jvp_vs_fd"), ("function", "backward_vs_jvp")}
+    assert kinds == {("function", o) for o in ("jvp_vs_fd", "backward_vs_jvp", "backward_of_jvp_vs_fd")}
     assert sin["rules"]["backward_vs_fd"]["verdict"] == "consistent"
     # comparisons of torch that would go through the wrong jvp on one side only are not torch's findings
     assert sin["stacks"]["jacrev_vs_jacfwd"] == {"not_applicable": sum(sin["stacks"]["jacrev_vs_jacfwd"].values())}
@@ -160,6 +162,11 @@ def test_torch_db_rules_table(tmp_path: Path) -> None:
         ("CubeGenVmapAutogradFunction", "backward_vs_fd"),  # backward: 6 * dinput instead of 6 * grad_saved * x
         ("CubeGenVmapAutogradFunction", "backward_vs_jvp"),
         ("CubeGenVmapAutogradFunction", "double_backward_vs_fd"),
+        ("CubeGenVmapAutogradFunction", "jvp_of_backward_vs_fd"),
+        (
+            "CubeGenVmapAutogradFunction",
+            "backward_of_jvp_vs_fd",
+        ),  # its jvp uses the saved output 3x**2: through backward
         ("ScaleGradGenVmapAutogradFunction", "backward_vs_fd"),  # scales gradients by 3.14 on purpose
         ("ScaleGradGenVmapAutogradFunction", "jvp_vs_fd"),
         ("ZeroGradientsGenVmapAutogradFunction", "backward_vs_fd"),  # zero gradients on purpose

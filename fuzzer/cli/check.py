@@ -16,8 +16,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="check your own autograd.Function: its rules, and torch.func vs plain autograd on it",
         description=(
             "Import TARGET (pkg.module:FunctionName, or pkg.module for every Function defined in it) and judge "
-            "it: first its rules (backward and jvp vs finite differences, backward vs jvp, double backward vs "
-            "finite differences, its vmap staticmethod vs a loop), then every transform stack of depth <= 2 "
+            "it: first its rules (backward and jvp vs finite differences, backward vs jvp, the second-order rules "
+            "vs finite differences, its vmap staticmethod vs a loop), then every transform stack of depth <= 2 "
             "under the fuzzer's oracles (torch.func vs plain autograd, jacrev vs jacfwd, vmap vs a loop, "
             "forward- vs reverse-over-reverse). Findings come in two kinds, written apart under OUT/function/ "
             "(the Function's rules disagree) and OUT/torch/ (torch disagrees with itself on a Function whose "

@@ -7,7 +7,9 @@ several inputs), then every pair (outer, inner) with argnums 0 that has at most 
 plus ``autograd_grad`` (plain ``torch.autograd.grad``, the seed's outer level) over each level. That is
 every stack of depth <= 2, so a table row says the same on every run; ``--max-cases``/``--duration`` cut
 the list short (in this order), and a ``--duration`` longer than the list goes on with random stacks of
-depth 3 (seeded). vmap levels have batch size 2, in_dims and out_dims 0.
+depth 3 (seeded; none whose ``fuzzer.ir.shapes.reference_cost`` on the first input's shape exceeds
+MAX_RANDOM_COST: a stack is not interrupted at the deadline, and its loops in create_graph mode grow as
+the product of the levels' sizes). vmap levels have batch size 2, in_dims and out_dims 0.
 
 NOTE [check findings]
 Of one target, findings are one when they are of the same kind and show the same unexplained error
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from ..codegen.check_render import RULE_ORACLES, SECOND_ORDER, render_check, rule_applies, shrunk_target
 from ..ir.case import FORWARD_MODE_TRANSFORMS, Transform
 from ..ir.oracles import MAIN, alternate, applicable_to
+from ..ir.shapes import reference_cost
 from ..ir.target import CheckCase, Target, TargetError
 from ..ir.validity import SideInfo, stack_sides
 from ..ir.verdicts import FINDING_VERDICTS
@@ -37,6 +40,9 @@ from ..judge.compare import Limitation, classify, load_registry
 from ..judge.execute import Outcome, run_script
 from .targets import reprobe
 
+#: NOTE [check stacks]: the create_graph side of hessian > jvp > hessian on 3 elements (cost 118098) takes
+#: 14 s, hessian > vmap > jacfwd (11664) under one.
+MAX_RANDOM_COST = 20_000
 LEVELS = ("grad", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap", "linearize")
 KINDS = {"function": "the Function's rules disagree", "torch": "torch disagrees with itself"}
 _PLAIN = SideInfo((), False, False, False)
@@ -117,13 +123,17 @@ def stacks(target: Target) -> Iterator[tuple[Transform, ...]]:
         yield (Transform("autograd_grad"), level(inner))
 
 
-def random_stacks(seed: int) -> Iterator[tuple[Transform, ...]]:
+def random_stacks(seed: int, target: Target) -> Iterator[tuple[Transform, ...]]:
+    """NOTE [check stacks]: random depth-3 stacks, none that costs more than MAX_RANDOM_COST."""
     rng = random.Random(seed)
+    base = target.shapes[0] if target.shapes else ()
     while True:
         names = [rng.choice(LEVELS) for _ in range(3)]
         if sum(n in FORWARD_MODE_TRANSFORMS for n in names) > 1:
             continue
-        yield tuple(Transform("vmap", batch_size=2) if n == "vmap" else Transform(n) for n in names)
+        stack = tuple(Transform("vmap", batch_size=2) if n == "vmap" else Transform(n) for n in names)
+        if reference_cost(stack, base, target.out_shape) <= MAX_RANDOM_COST:
+            yield stack
 
 
 class Checker:
@@ -217,7 +227,7 @@ class Checker:
         listed = list(stacks(target))
         source: Iterator[tuple[Transform, ...]] = iter(listed)
         if deadline is not None and max_cases is None:
-            source = _chain(listed, random_stacks(seed))
+            source = _chain(listed, random_stacks(seed, target))
         for stack in source:
             if max_cases is not None and report.cases >= max_cases:
                 break

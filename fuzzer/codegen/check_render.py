@@ -27,9 +27,13 @@ Each applies only where the Function defines the rules it compares (a ``jvp``; a
 
 *Torch* (kind ``torch``: torch disagrees with itself), on transform stacks: the fuzzer's four oracles
 (NOTE [oracles] in :mod:`fuzzer.ir.oracles`). A disagreement there is torch's only where it cannot come from
-the Function: both sides run the same rules at every order (the same path, and both or neither under
-torch.func vmap), or every rule that differs between them was verified by the rule oracles. Otherwise the
-comparison is ``not_applicable`` (``rules disagree``) and the rule finding is what to fix.
+the Function: both sides run the same rules at every order (the same path, NOTE [valid comparisons], and
+the Function under torch.func vmap as often), or every rule that differs between them was verified by the
+rule oracles: paths that differ need the first-order rules (backward, and with a forward level the jvp
+and backward vs jvp) and the second-order rule of each side's two innermost levels (``SECOND_ORDER``);
+a different number of vmaps needs the vmap staticmethod. Otherwise the comparison is ``not_applicable``
+(``rules disagree (...)``, :meth:`fuzzer.check.engine.Checker.valid`) and the rule finding is what to fix.
+The rules are verified at the sample point (the second-order ones w.r.t. input 0): evidence, not proof.
 """
 
 from __future__ import annotations

@@ -14,6 +14,13 @@ that applies to it, or the ones named, and raises an ``AssertionError`` for the 
 verdict, both sides' results and the standalone repro (NOTE [repro styles]), so a failing property test
 hands you a script to run and file. ``subject="function"`` is for Functions whose own rules are under test
 (NOTE [valid comparisons]): comparisons between rules the Function makes disagree are then run too.
+
+:func:`assert_function_consistent` is ``affuzz check`` for one of your own Functions in a test: its rules
+against finite differences and each other, then torch on it (NOTE [check oracles]), failing with the first
+finding's kind, both sides and its repro::
+
+    def test_my_function_composes():
+        assert_function_consistent(MyFunction, inputs="3x4,4", max_cases=20)
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from .ir.verdicts import FINDING_VERDICTS
 from .judge.judge import Judge, Judgement
 from .publish.findings import expect_of
 
-__all__ = ["assert_consistent", "judge_case"]
+__all__ = ["assert_consistent", "assert_function_consistent", "judge_case"]
 
 _JUDGES: dict[tuple[float | None, str], Judge] = {}
 
@@ -54,3 +61,32 @@ def assert_consistent(
         if j.outcome is not None:
             sides = f"\nfunctorch: {j.outcome.functorch.summary()}\nreference: {j.outcome.reference.summary()}"
         raise AssertionError(f"{j.verdict} under {oracle}{sides}\n\n--- repro.py ---\n{repro}")
+
+
+def assert_function_consistent(
+    function: type,
+    *,
+    inputs: str | None = None,
+    max_cases: int | None = None,
+    kinds: Sequence[str] = ("function", "torch"),
+    timeout: float | None = 60.0,
+) -> None:
+    """Raise ``AssertionError`` (kind, oracle, stack, both sides, repro.py) if ``affuzz check`` finds something
+    of one of ``kinds`` in ``function`` (an ``autograd.Function`` subclass importable from its module).
+    ``inputs`` is ``--inputs`` (default: found by trial), ``max_cases`` limits the stacks (default: every
+    stack of depth <= 2)."""
+    from .check.engine import KINDS, Checker
+    from .check.output import repro, stack_text
+    from .check.targets import target_of
+
+    target = target_of(function, function.__module__, inputs=inputs)
+    report = Checker(timeout=timeout).check(target, max_cases=max_cases)
+    for f in report.findings:
+        if f.kind not in kinds:
+            continue
+        o = f.result.outcome
+        sides = f"\nA: {o.functorch.summary()}\nB: {o.reference.summary()}" if o is not None else ""
+        raise AssertionError(
+            f"{target.title}: {KINDS[f.kind]}: {f.result.verdict} under {f.case.oracle} (stack {stack_text(f)})"
+            f"{sides}\n\n--- repro.py ---\n{repro(f)}"
+        )

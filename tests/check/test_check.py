@@ -243,3 +243,15 @@ def test_an_argument_the_backward_does_not_differentiate_is_a_constant(tmp_path:
     (t,) = json.loads((tmp_path / "out" / "check.json").read_text())["targets"]
     assert t["target"]["constants"] == [1] and t["target"]["args"][1]["kind"] == "const"
     assert t["rules"]["backward_vs_fd"]["verdict"] == "consistent"
+
+
+def test_assert_function_consistent_in_a_users_test() -> None:
+    from fuzzer.testing import assert_function_consistent
+    from tests.check.three_functions import Cube, SinWrongJvp
+
+    assert_function_consistent(Cube, max_cases=3)  # correct rules, and the first stacks agree
+    with pytest.raises(AssertionError) as e:
+        assert_function_consistent(SinWrongJvp, kinds=("function",), max_cases=1)
+    text = str(e.value)
+    assert "the Function's rules disagree: value_mismatch under jvp_vs_fd" in text
+    assert "from tests.check.three_functions import SinWrongJvp" in text and "torch.testing.assert_close" in text

@@ -24,9 +24,10 @@ case are one again.
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from ..codegen.check_render import RULE_ORACLES, SECOND_ORDER, render_check, rule_applies, shrunk_target
@@ -182,11 +183,20 @@ class Checker:
         bad = [o for o in need if o in rules and rules[o].verdict not in ("consistent", "not_applicable")]
         return f"rules disagree ({', '.join(bad)})" if bad else None
 
-    def stack(self, target: Target, stack: tuple[Transform, ...], rules: dict[str, Verdict]) -> dict[str, Verdict]:
-        """Every torch oracle that applies to ``stack``, one script (NOTE [one exec per case])."""
+    def stack(
+        self,
+        target: Target,
+        stack: tuple[Transform, ...],
+        rules: dict[str, Verdict],
+        oracles: tuple[str, ...] | None = None,
+    ) -> dict[str, Verdict]:
+        """Every torch oracle that applies to ``stack`` (or those of ``oracles`` that do), one script (NOTE
+        [one exec per case])."""
         out: dict[str, Verdict] = {}
         todo = []
         for oracle in applicable_to(stack):
+            if oracles is not None and oracle not in oracles:
+                continue
             why = self.valid(target, stack, oracle, rules)
             if why is not None:
                 out[oracle] = Verdict("not_applicable", why)
@@ -203,7 +213,8 @@ class Checker:
     def judge(self, case: CheckCase, rules: dict[str, Verdict]) -> Verdict:
         if case.oracle in RULE_ORACLES:
             return self.rule(case.target, case.oracle)
-        return self.stack(case.target, case.transforms, rules).get(case.oracle, Verdict("not_applicable", "oracle"))
+        verdicts = self.stack(case.target, case.transforms, rules, (case.oracle,))
+        return verdicts.get(case.oracle, Verdict("not_applicable", f"{case.oracle} does not apply to this stack"))
 
     # ----------------------------------------------------------------------------- a whole target
 
@@ -215,7 +226,6 @@ class Checker:
         deadline: float | None = None,
         seed: int = 0,
         shrink: bool = True,
-        progress: Callable[[TargetReport], None] | None = None,
     ) -> TargetReport:
         report = TargetReport(target)
         for oracle in RULE_ORACLES:
@@ -227,7 +237,7 @@ class Checker:
         listed = list(stacks(target))
         source: Iterator[tuple[Transform, ...]] = iter(listed)
         if deadline is not None and max_cases is None:
-            source = _chain(listed, random_stacks(seed, target))
+            source = itertools.chain(listed, random_stacks(seed, target))
         for stack in source:
             if max_cases is not None and report.cases >= max_cases:
                 break
@@ -241,8 +251,6 @@ class Checker:
                     if f.key not in seen:
                         seen.add(f.key)
                         report.findings.append(f)
-            if progress is not None:
-                progress(report)
         if shrink:
             shrunk: dict[tuple[object, ...], CheckFinding] = {}
             for f in report.findings:
@@ -295,13 +303,6 @@ def _side_b(stack: tuple[Transform, ...], oracle: str) -> tuple[Transform, ...] 
     if oracle == "vmap_vs_loop":
         return tuple(t for t in stack if t.name != "vmap")
     return alternate(stack, oracle)
-
-
-def _chain(
-    first: list[tuple[Transform, ...]], then: Iterator[tuple[Transform, ...]]
-) -> Iterator[tuple[Transform, ...]]:
-    yield from first
-    yield from then
 
 
 def _smaller(case: CheckCase) -> Iterator[CheckCase]:

@@ -2,17 +2,14 @@
 or ``torch/`` (torch disagrees with itself), each with ``repro.py`` and ``finding.json``; ``check.json``
 (every target: rule verdicts, torch verdict counts per oracle, findings) and ``table.md`` (the table
 Function x oracle). NOTE [the repro is what runs]: a finding is reported only once its ``repro.py``,
-run in a fresh interpreter, reproduced it; one that did not is listed as ``not_reproduced``.
+run in a fresh interpreter, reproduced it; one that did not is listed with ``reproduced: false``.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
-import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +18,7 @@ from ..codegen.render import Expect
 from ..ir.files import atomic_write_json, atomic_write_text
 from ..ir.target import target_to_json
 from ..publish.findings import expect_of
+from ..publish.verify import run_repro, shows_error
 from .engine import KINDS, CheckFinding, TargetReport
 
 SCHEMA_VERSION = 1
@@ -59,11 +57,7 @@ def _expect(f: CheckFinding) -> Expect | None:
     """How the repro ends (NOTE [repro styles]); of two errors, the uncaught one is the one no limitation
     explains (the finding's fingerprint), whichever side raised it."""
     o = f.result.outcome
-    expect = expect_of(f.result.verdict, o) if o is not None else None
-    if expect is not None and o is not None and expect.a_raises and expect.b_raises:
-        if o.reference.fingerprint == f.result.fingerprint != o.functorch.fingerprint:
-            expect = replace(expect, last=1, other=o.functorch.summary(100))
-    return expect
+    return expect_of(f.result.verdict, o, f.result.fingerprint) if o is not None else None
 
 
 def repro(f: CheckFinding) -> str:
@@ -77,22 +71,6 @@ def repro(f: CheckFinding) -> str:
     return render_check(f.case, style="repro", expect=expect, header=head)
 
 
-def run_repro(
-    path: Path, module: str, *, python: str = sys.executable, timeout: float = 300.0
-) -> tuple[int | None, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    root = module_root(module)
-    if root is not None:
-        env["PYTHONPATH"] = str(root)
-    try:
-        p = subprocess.run(
-            [python, path.name], cwd=path.parent, capture_output=True, text=True, timeout=timeout, env=env
-        )
-    except subprocess.TimeoutExpired:
-        return None, f"timed out after {timeout} s"
-    return p.returncode, p.stdout + p.stderr
-
-
 def reproduced(f: CheckFinding, code: int | None, output: str) -> bool:
     """The repro exited 1 showing the finding: assert_close failing on the two values, or the raising
     side's error as the last line of its traceback."""
@@ -102,11 +80,7 @@ def reproduced(f: CheckFinding, code: int | None, output: str) -> bool:
     expect = _expect(f)
     if expect is None or (not expect.a_raises and not expect.b_raises):
         return "AssertionError" in output
-    side = o.functorch if expect.last == 0 else o.reference
-    digits = re.compile(r"[0-9]+")
-    wanted = digits.sub("N", " ".join(f"{side.error_type}: {(side.error or '')[:60]}".split()))
-    # whitespace collapsed: a message that starts with a space prints as "RuntimeError:  Cannot ..."
-    return any(digits.sub("N", " ".join(line.split())).startswith(wanted) for line in output.splitlines())
+    return shows_error(output, o.functorch if expect.last == 0 else o.reference)
 
 
 def _slug(text: str) -> str:
@@ -117,7 +91,8 @@ def write_finding(out: Path, f: CheckFinding, n: int, *, python: str = sys.execu
     folder = out / f.kind / f"{_slug(f.case.target.title)}-{f.case.oracle}-{n}"
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write_text(folder / "repro.py", repro(f))
-    code, output = run_repro(folder / "repro.py", f.case.target.module, python=python)
+    ran = run_repro(folder / "repro.py", python=python, timeout=300.0, pythonpath=module_root(f.case.target.module))
+    code, output = ran["exit_code"], ran["output_tail"]
     ok = reproduced(f, code, output)
     record = {
         "schema_version": SCHEMA_VERSION,

@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from ..codegen.render import nested
 from ..ir.case import DTYPES
 from ..ir.target import Arg, Target, TargetError
 
@@ -224,8 +225,7 @@ def undifferentiated_as_constants(cls: type, target: Target) -> Target:
     for i, a in enumerate(target.args):
         if a.kind == "tensor":
             if k in unused:
-                nested = torch.tensor(a.values, dtype=torch.float64).reshape(a.shape).tolist()
-                a = Arg("const", literal=f"torch.tensor({nested!r}, dtype=torch.{a.dtype})")
+                a = Arg("const", literal=f"torch.tensor({nested(list(a.values), a.shape)}, dtype=torch.{a.dtype})")
                 dropped.append(i)
             k += 1
         args.append(a)

@@ -23,7 +23,7 @@ through plain autograd only, so that nothing of torch.func is involved:
 
 Each applies only where the Function defines the rules it compares (a ``jvp``; a ``vmap`` staticmethod:
 ``generate_vmap_rule`` is torch's rule, judged under *torch*). Finite differences agree within
-``FD_TOLERANCE`` (check_lib.py).
+``FD_TOLERANCE`` (below).
 
 *Torch* (kind ``torch``: torch disagrees with itself), on transform stacks: the fuzzer's four oracles
 (NOTE [oracles] in :mod:`fuzzer.ir.oracles`). A disagreement there is torch's only where it cannot come from
@@ -75,6 +75,20 @@ RULE_SIDES = {
 RULE_BATCH = 3
 _FD_ORACLES = RULE_ORACLES[:2] + RULE_ORACLES[3:6]
 _RUNTIME = ("outcome", "finite_forward", "run", "too_slow", "check", "main")
+#: NOTE [finite differences] in fuzzer/codegen/repro_fd.py: at eps = 1e-3 up to two nested central differences
+#: are within ~1e-6 of the derivative (relative to its size ~1); 1e-4 leaves a margin of 100 and is still far
+#: below what a wrong rule gives. Written into the scripts of the finite-difference oracles.
+FD_TOLERANCE = 'FD_TOLERANCE = {"rtol": 1e-4, "atol": 1e-4}'
+
+
+def _verdict_fd(verdict: str) -> str:
+    """repro_lib's ``verdict`` with ``FD_TOLERANCE`` in its ``assert_close``."""
+    out = verdict.replace("assert_close(a, b, equal_nan=True)", "assert_close(a, b, equal_nan=True, **FD_TOLERANCE)")
+    if out == verdict:
+        raise AssertionError("repro_lib.verdict no longer calls assert_close(a, b, equal_nan=True)")
+    return out
+
+
 _VERDICT = ("error_key", "torch_bug", "layout")
 
 
@@ -281,7 +295,7 @@ def render_check(
     out += _helpers(names, lib)
     if style != "full":
         if fd:
-            out += ["", "", lib["FD_TOLERANCE"]]
+            out += ["", "", FD_TOLERANCE]
         return "\n".join(out + _tail(case, args, (name_a, a, grad_a), (name_b, b, grad_b), expect, fd))
     out = ["import re", "import sys", "import time", "", *out]
     out += ["", "", *_inputs(args, requires_grad=False)]
@@ -307,7 +321,7 @@ def render_check(
     for n in _VERDICT:
         out += ["", "", lib[n]]
     if fd:
-        out += ["", "", lib["FD_TOLERANCE"], "", "", lib["verdict_fd"].replace("def verdict_fd(", "def verdict(", 1)]
+        out += ["", "", FD_TOLERANCE, "", "", _verdict_fd(lib["verdict"])]
     else:
         out += ["", "", lib["verdict"]]
     for n in _RUNTIME:

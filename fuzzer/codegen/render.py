@@ -62,11 +62,9 @@ def lib_sources(docstrings: bool = True) -> dict[str, str]:
     """Source of every function in repro_lib.py/repro_fd.py, ``# noqa`` comments dropped (and
     docstrings, unless ``docstrings``)."""
     out = {}
-    for name in ("repro_lib.py", "repro_fd.py", "check_lib.py"):
+    for name in ("repro_lib.py", "repro_fd.py"):
         text = Path(__file__).with_name(name).read_text(encoding="utf-8")
         for node in ast.parse(text).body:
-            if isinstance(node, ast.Assign) and name == "check_lib.py":
-                out[ast.unparse(node.targets[0])] = ast.get_source_segment(text, node) or ""
             if isinstance(node, ast.FunctionDef):
                 lines = (ast.get_source_segment(text, node) or "").splitlines()
                 doc = node.body[0]

@@ -68,6 +68,10 @@ def autograd_grads(fn, argnums, create_graph=False):  # argnums: a tuple
     return wrapped
 
 
+def all_inputs(twin, fn, n):  # affuzz check: twin(fn, argnums=i) for each of fn's n inputs, as one tuple
+    return lambda *args: tuple(twin(fn, argnums=i)(*args) for i in range(n))
+
+
 def vmap_loop(fn, in_dims=0, out_dims=0):
     def wrapped(*args):
         dims = in_dims if isinstance(in_dims, tuple) else (in_dims,) * len(args)

@@ -184,14 +184,17 @@ RECORD_KEYS = frozenset(
 )
 
 
-def expect_of(verdict: str, outcome: Outcome) -> Expect | None:
+def expect_of(verdict: str, outcome: Outcome, fingerprint: str = "") -> Expect | None:
     """How the published repro of a finding ends (NOTE [repro styles]): which side raises and which runs
     last (uncaught); None for the verdicts that keep the generic comparison (structure mismatch, slow,
-    crash, hang)."""
+    crash, hang). Of two errors side A's runs last, unless ``fingerprint`` (the finding's, NOTE [error
+    buckets]) says side B's is the one no limitation explains."""
     a, b = not outcome.functorch.ok, not outcome.reference.ok
     if verdict == "value_mismatch":
         return Expect()
-    if verdict in ("error_functorch_only", "different_errors"):
+    if verdict == "different_errors" and outcome.reference.fingerprint == fingerprint != outcome.functorch.fingerprint:
+        last = 1
+    elif verdict in ("error_functorch_only", "different_errors"):
         last = 0
     elif verdict == "error_reference_only":
         last = 1

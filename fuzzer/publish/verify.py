@@ -26,6 +26,7 @@ from typing import Any
 from ..codegen.render import render
 from ..ir.files import atomic_write_json, atomic_write_text
 from ..ir.serde import dumps
+from ..judge.execute import Side
 from ..triage.buckets import Bucket
 from .findings import Finding, expect_of
 from .forkserver import ForkServer
@@ -63,17 +64,26 @@ def reproduced(finding: Finding, output: str, compact: bool) -> bool:
         return f"verdict: {verdict}" in output
     if not expect.a_raises and not expect.b_raises:
         return "AssertionError" in output and "not close" in output
-    side = finding.outcome.functorch if expect.last == 0 else finding.outcome.reference
+    return shows_error(output, finding.outcome.functorch if expect.last == 0 else finding.outcome.reference)
+
+
+def shows_error(output: str, side: Side) -> bool:
+    """Whether a repro's output has ``side``'s error as a line of its own (its traceback's last), numbers
+    and runs of whitespace aside (a message that starts with a space prints as "RuntimeError:  Cannot ...")."""
     digits = re.compile(r"[0-9]+")
     wanted = digits.sub("N", " ".join(f"{side.error_type}: {(side.error or '')[:60]}".split()))
-    # whitespace collapsed: a message that starts with a space prints as "RuntimeError:  Cannot ..."
     return any(digits.sub("N", " ".join(line.split())).startswith(wanted) for line in output.splitlines())
 
 
-def run_repro(repro: Path, *, python: str = sys.executable, timeout: float = 600.0) -> dict[str, Any]:
-    """Run a repro script in a fresh interpreter; returns exit code, seconds and the output tail."""
+def run_repro(
+    repro: Path, *, python: str = sys.executable, timeout: float = 600.0, pythonpath: Path | None = None
+) -> dict[str, Any]:
+    """Run a repro script in a fresh interpreter (``pythonpath``: where the module it imports lives, for
+    ``affuzz check``); returns exit code, seconds and the output tail."""
     start = time.monotonic()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
     try:
         proc = subprocess.run(
             [python, repro.name],

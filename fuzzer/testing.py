@@ -55,7 +55,7 @@ def assert_consistent(
     for oracle, j in judge_case(case, oracles=oracles, timeout=timeout, subject=subject).items():
         if j.verdict not in FINDING_VERDICTS:
             continue
-        expect = expect_of(j.verdict, j.outcome) if j.outcome is not None else None
+        expect = expect_of(j.verdict, j.outcome, j.fingerprint) if j.outcome is not None else None
         repro = render(case, oracle=oracle, style="repro", expect=expect)
         sides = ""
         if j.outcome is not None:

@@ -354,14 +354,18 @@ class Campaign:
         else:
             assert result.case is not None
             info = dict(result.info)
-            info["lines_before"] = repro_lines(job.case, job.goal.oracle, expect_of(job.goal.verdict, job.outcome))
+            info["lines_before"] = repro_lines(
+                job.case, job.goal.oracle, expect_of(job.goal.verdict, job.outcome, job.goal.fingerprint)
+            )
             after = result.outcome if result.outcome is not None else job.outcome
-            info["lines_after"] = repro_lines(result.case, job.goal.oracle, expect_of(job.goal.verdict, after))
+            info["lines_after"] = repro_lines(
+                result.case, job.goal.oracle, expect_of(job.goal.verdict, after, job.goal.fingerprint)
+            )
             self._complete(job, result.case, info, outcome=result.outcome, triage=result.triage)
         self._dirty = True
 
     def _unshrunk_info(self, job: ShrinkJob, why: str) -> dict[str, Any]:
-        lines = repro_lines(job.case, job.goal.oracle, expect_of(job.goal.verdict, job.outcome))
+        lines = repro_lines(job.case, job.goal.oracle, expect_of(job.goal.verdict, job.outcome, job.goal.fingerprint))
         return {
             "runs": 0,
             "seconds": 0.0,

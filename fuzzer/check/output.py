@@ -18,7 +18,7 @@ from ..codegen.render import Expect
 from ..ir.files import atomic_write_json, atomic_write_text
 from ..ir.target import target_to_json
 from ..publish.findings import expect_of
-from ..publish.verify import run_repro, shows_error
+from ..publish.verify import run_repro, shows_fingerprint
 from .engine import KINDS, CheckFinding, TargetReport
 
 SCHEMA_VERSION = 1
@@ -71,16 +71,18 @@ def repro(f: CheckFinding) -> str:
     return render_check(f.case, style="repro", expect=expect, header=head)
 
 
-def reproduced(f: CheckFinding, code: int | None, output: str) -> bool:
+def reproduced(f: CheckFinding, code: int | None, output: str, *, exception: str | None = None) -> bool:
     """The repro exited 1 showing the finding: assert_close failing on the two values, or the raising
-    side's error as the last line of its traceback."""
+    side's error as the last line of its traceback (``exception``: that line, when the output was cut).
+    NOTE [the repro shows the bucket]."""
     o = f.result.outcome
     if code != 1 or o is None:
         return False
     expect = _expect(f)
     if expect is None or (not expect.a_raises and not expect.b_raises):
         return "AssertionError" in output
-    return shows_error(output, o.functorch if expect.last == 0 else o.reference)
+    side = o.functorch if expect.last == 0 else o.reference
+    return shows_fingerprint(output, f.result.fingerprint, side, exception=exception)
 
 
 def _slug(text: str) -> str:
@@ -93,7 +95,7 @@ def write_finding(out: Path, f: CheckFinding, n: int, *, python: str = sys.execu
     atomic_write_text(folder / "repro.py", repro(f))
     ran = run_repro(folder / "repro.py", python=python, timeout=300.0, pythonpath=module_root(f.case.target.module))
     code, output = ran["exit_code"], ran["output_tail"]
-    ok = reproduced(f, code, output)
+    ok = reproduced(f, code, output, exception=ran["exception_line"])
     record = {
         "schema_version": SCHEMA_VERSION,
         "kind": f.kind,

@@ -66,7 +66,7 @@ def command(args: argparse.Namespace) -> int:
     # NOTE [repro styles]: the repro ends as the shrunk case's outcome needs (which side raises)
     judge = Judge(timeout=None)
     expects = [
-        expect_of(goal.verdict, j.outcome) if j.outcome else None
+        expect_of(goal.verdict, j.outcome, goal.fingerprint) if j.outcome else None
         for j in (judge(c, args.oracle) for c in (case, result.case))
     ]
     before, after = repro_lines(case, args.oracle, expects[0]), repro_lines(result.case, args.oracle, expects[1])

@@ -89,7 +89,7 @@ def _verdict_fd(verdict: str) -> str:
     return out
 
 
-_VERDICT = ("error_key", "torch_bug", "layout")
+_VERDICT = ("message_key", "error_key", "torch_bug", "layout")
 
 
 def rule_applies(target: Target, oracle: str) -> str | None:

@@ -24,7 +24,7 @@ from .function import CLASS_NAME, render_function
 
 _RUNTIME = ("outcome", "finite_forward", "run", "too_slow", "check", "triage", "main")
 #: The comparison, in every style.
-_VERDICT = ("error_key", "torch_bug", "layout", "verdict")
+_VERDICT = ("message_key", "error_key", "torch_bug", "layout", "verdict")
 #: The verdict of a pair where at least one side raised, by (functorch raised, other side raised).
 ERRORS_LINE = (
     'ERRORS = {(True, True): "different_errors", (True, False): "error_functorch_only", '
@@ -47,6 +47,8 @@ class Expect:
     # the side that raises (the bug is its error) and states the other side's result in a comment, so
     # the twins of that side are not in the script
     other: str | None = None
+    # NOTE [straight-line sides]: plain-autograd levels written out where that is shorter
+    straight: bool = True
 
 
 # NOTE [slow findings]
@@ -62,7 +64,7 @@ def lib_sources(docstrings: bool = True) -> dict[str, str]:
     """Source of every function in repro_lib.py/repro_fd.py, ``# noqa`` comments dropped (and
     docstrings, unless ``docstrings``)."""
     out = {}
-    for name in ("repro_lib.py", "repro_fd.py"):
+    for name in ("error_key.py", "repro_lib.py", "repro_fd.py"):
         text = Path(__file__).with_name(name).read_text(encoding="utf-8")
         for node in ast.parse(text).body:
             if isinstance(node, ast.FunctionDef):
@@ -353,11 +355,22 @@ def render(
     if full:
         out += ["", ""]
         out += _inputs(case)
-    for h in helpers:
-        out += ["", "", lib[h]]
+    if full or expect is None:  # a compact ending chooses its helpers with the sides' forms
+        for h in helpers:
+            out += ["", "", lib[h]]
     grad_b_main = True if oracle == MAIN else fc_grad
     if not full and expect is not None:
-        return "\n".join(out + _compact_tail(case, expect, style, (fc_expr, fc_grad), (cg_expr, grad_b_main)))
+        run = (True, True) if expect.other is None else (expect.last == 0, expect.last == 1)
+        call_a, call_b, defs = _side_forms(
+            fc_expr, cg_expr, run, lib, straight=expect.straight and short and fn.n_inputs == 1
+        )
+        names = {h for h, on in zip((call_a, call_b), run, strict=True) if on for h in _helpers_in(h, defs)}
+        for h in (h for h in HELPER_ORDER if h in names):
+            out += ["", "", lib[h]]
+        for d in defs.values():
+            out += ["", "", *d]
+        sides = ((fc_expr, call_a, fc_grad), (cg_expr, call_b, grad_b_main))
+        return "\n".join(out + _compact_tail(case, expect, style, *sides))
     out += ["", "", ERRORS_LINE]
     if not full:
         out += ["", "", *_outcome(case)]
@@ -419,25 +432,44 @@ def render(
 
 
 def _compact_tail(
-    case: Case, expect: Expect, style: str, side_a: tuple[str, bool], side_b: tuple[str, bool]
+    case: Case, expect: Expect, style: str, side_a: tuple[str, str, bool], side_b: tuple[str, str, bool]
 ) -> list[str]:
-    """NOTE [repro styles]: the two sides and their comparison in a few lines."""
+    """NOTE [repro styles]: the two sides and their comparison in a few lines.
+
+    NOTE [repro exit status]
+    A published repro exits 1 while its finding is there and 0 once it is gone, either way. A value
+    finding runs both sides through ``outcome`` (a result, or the error raised) and prints both: two
+    errors of the same type and message are agreement (exit 0: the seed's repro on torch >= 2.1, where both
+    modes raise the documented error for an input returned as-is and saved), otherwise
+    ``torch.testing.assert_close`` decides. An error finding runs only the side whose error names its
+    bucket (NOTE [the repro shows the bucket] in :mod:`fuzzer.publish.findings`), uncaught:
+    exit 1 with that traceback while it raises, 0 once it returns."""
     single = case.function.n_inputs == 1
     sides = []
-    for (expr, grad), raises in zip((side_a, side_b), (expect.a_raises, expect.b_raises), strict=True):
+    for (label, expr, grad), raises in zip((side_a, side_b), (expect.a_raises, expect.b_raises), strict=True):
         if single:  # the input written into the call: fresh for each side
             x = _input_exprs(case, ", requires_grad=True" if grad else "")[0]
-            sides.append((expr, f"{expr}({x})", raises))
+            sides.append((label, f"{expr}({x})", raises))
         else:
-            sides.append((expr, f"{expr}(*inputs({'True' if grad else ''}))", raises))
+            sides.append((label, f"{expr}(*inputs({'True' if grad else ''}))", raises))
     first, last = (sides[1], sides[0]) if expect.last == 0 else (sides[0], sides[1])
     body: list[str] = []
+    defs: list[str] = []
     if not expect.a_raises and not expect.b_raises:
+        # NOTE [repro exit status]: both sides raising one same error is agreement too (exit 0)
+        defs = [
+            "def outcome(side, *xs):  # what a side returns, or the error it raises",
+            "    try:",
+            "        return side(*xs)",
+            "    except Exception as e:",
+            "        return e",
+        ]
         body += [
-            f"a = {sides[0][1]}",
-            f"b = {sides[1][1]}",
-            f'print(f"{sides[0][0]}:\\n{{a}}\\n{sides[1][0]}:\\n{{b}}")',
-            "torch.testing.assert_close(a, b)  # fails (exit 1) while the two disagree",
+            f"a = outcome({_call_args(sides[0][1])})",
+            f"b = outcome({_call_args(sides[1][1])})",
+            f'print(f"{sides[0][0]}:\\n{{a!r}}\\n{sides[1][0]}:\\n{{b!r}}")',
+            "if not (isinstance(a, Exception) and repr(a) == repr(b)):  # one same error on both sides: they agree",
+            "    torch.testing.assert_close(a, b)  # fails (exit 1) while the two disagree",
         ]
     else:
         if not last[2]:
@@ -452,10 +484,112 @@ def _compact_tail(
             body += [f'print("{first[0]}:", {first[1]})']
         body += [f"{last[1]}  # raises (exit 1) while the bug is there"]
     head = [] if single else ["", "", *_inputs(case, requires_grad=True)]
+    if defs:
+        head += ["", "", *defs]
     if style == "pytest":
         name = "test_torch_func_agrees_with_plain_autograd"
         return [*head, "", "", f"def {name}():", *[f"    {line}" for line in body], ""]
     return [*head, "", "", *body, ""]
+
+
+#: Levels a published repro can write as straight-line code (NOTE [straight-line sides]).
+_STRAIGHT = ("autograd_grad", "summed", "jvp_dual")
+_FWD = "torch.autograd.forward_ad"
+
+
+def _straight_line(expr: str, name: str) -> list[str] | None:
+    """A side of a published repro as a straight-line ``def``.
+
+    NOTE [straight-line sides]
+    A published repro of a Function of one input writes a side whose outer levels are plain autograd
+    (``autograd_grad``, ``summed``, at most one ``jvp_dual``) as straight-line code, the way a maintainer
+    writes it: ``y = f(x)``, then one ``torch.autograd.grad`` (or ``forward_ad`` block) per level, instead
+    of the composed twins. The innermost rest (``torch.func.grad(f)``, a loop twin) stays one call. It is
+    the twins' computation where every gradient and tangent exists (the twins return zeros where nothing
+    reaches the input); elsewhere the script raises, verification sees it does not reproduce, and the
+    repro is rendered again with the composed twins (``Expect.straight=False``). Chosen only where it
+    makes the script shorter. Returns the ``def`` lines, or None when no level can be written so."""
+    node = ast.parse(expr, mode="eval").body
+    levels: list[tuple[str, bool]] = []
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _STRAIGHT:
+        kw = {k.arg: k.value for k in node.keywords}
+        if len(node.args) != 1 or set(kw) - {"create_graph"}:
+            break
+        if node.func.id == "jvp_dual" and any(n == "jvp_dual" for n, _ in levels):
+            break
+        cg = isinstance(kw.get("create_graph"), ast.Constant) and kw["create_graph"].value is True
+        levels.append((node.func.id, cg))
+        node = node.args[0]
+    if not levels:
+        return None
+    core = ast.unparse(node)
+    body: list[str] = []
+    depth, x = 1, "x"
+    for level, _ in levels:
+        if level == "jvp_dual":
+            body += [f"{'    ' * depth}with {_FWD}.dual_level():"]
+            depth += 1
+            body += [f"{'    ' * depth}xd = {_FWD}.make_dual(x, torch.ones_like(x))"]
+            x = "xd"
+    body += [f"{'    ' * depth}y = {core}({x})"]
+    for level, cg in reversed(levels):
+        pad = "    " * depth
+        if level == "summed":
+            body += [f"{pad}y = y.sum()"]
+        elif level == "autograd_grad":
+            flag = ", create_graph=True" if cg else ""
+            body += [f"{pad}y = torch.autograd.grad(y, {x}, torch.ones_like(y){flag})[0]"]
+        else:
+            body += [f"{pad}y = {_FWD}.unpack_dual(y).tangent"]
+            depth -= 1
+            x = "x"
+    if depth == 1:  # the last assignment is the result
+        body[-1] = body[-1].replace("y = ", "return ", 1)
+    else:
+        body += ["    return y"]
+    return [f"def {name}(x):  # {expr}", *body]
+
+
+def _helpers_in(expr: str, defs: dict[str, list[str]]) -> set[str]:
+    """The repro_lib helpers ``expr`` calls (through a straight-line side's ``def``, if it is one)."""
+    text = "\n".join(defs[expr][1:]) if expr in defs else expr  # its first line names the twins in a comment
+    return {h for h in HELPER_ORDER if re.search(rf"\b{h}\(", text)}
+
+
+def _side_forms(
+    fc_expr: str, cg_expr: str, run: tuple[bool, bool], lib: dict[str, str], *, straight: bool
+) -> tuple[str, str, dict[str, list[str]]]:
+    """Each side of a published repro as the callable its call runs (the composed expression, or the
+    name of its straight-line ``def``, NOTE [straight-line sides]), and those ``def``s: of the forms
+    the shortest script."""
+    forms: list[list[tuple[str, list[str] | None]]] = []
+    for expr, on, name in zip((fc_expr, cg_expr), run, ("torch_func", "plain_autograd"), strict=True):
+        options: list[tuple[str, list[str] | None]] = [(expr, None)]
+        lines = _straight_line(expr, name) if (straight and on) else None
+        if lines is not None:
+            options.append((name, lines))
+        forms.append(options)
+    best: tuple[int, str, str, dict[str, list[str]]] | None = None
+    for a, da in forms[0]:
+        for b, db in forms[1]:
+            defs = {k: v for k, v in ((a, da), (b, db)) if v is not None}
+            used = {h for e, on in zip((a, b), run, strict=True) if on for h in _helpers_in(e, defs)}
+            size = sum(lib[h].count("\n") + 1 for h in used) + sum(len(v) for v in defs.values())
+            if best is None or size < best[0]:
+                best = (size, a, b, defs)
+    assert best is not None
+    return best[1], best[2], best[3]
+
+
+def _call_args(call: str) -> str:
+    """``expr(args)`` as ``expr, args`` (the arguments of ``outcome``); the call is rendered by
+    :func:`_compact_tail`, its expression never ends in a parenthesis of its own arguments."""
+    depth = 0
+    for i in range(len(call) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(call[i], 0)
+        if depth == 0:
+            return f"{call[:i]}, {call[i + 1 : -1]}"
+    raise ValueError(f"not a call: {call}")
 
 
 @functools.cache

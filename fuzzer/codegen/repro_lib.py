@@ -43,6 +43,8 @@ import time
 
 import torch
 
+from .error_key import message_key
+
 
 def summed(fn):
     return lambda *args: fn(*args).sum()
@@ -297,17 +299,8 @@ def outcome(mode, requires_grad):
 
 
 def error_key(e):
-    """An exception's fingerprint: its type and the first clause of its message, with numbers, bracketed
-    details and the Function's (or functorch's generated) class name ignored."""
-    text = re.sub(r"\[[^\]]*\]+", "[...]", (str(e).strip().splitlines() or [""])[0])
-    parts = re.split(r"(?<=[:;,.])\s", text)
-    head = parts[0]
-    for part in parts[1:]:  # whole clauses, at least 40 characters ("vmap: ..." keeps its second clause)
-        if len(head) >= 40:
-            break
-        head += " " + part
-    head = re.sub(r"[:;,.]$", "", head)
-    return f"{type(e).__name__}: {re.sub(r'[0-9]+', 'N', re.sub(r'Fn[A-Za-z]*', 'Fn', head))[:160]}"
+    """An exception's fingerprint: ``message_key`` of its type and message."""
+    return message_key(type(e).__name__, str(e))
 
 
 def torch_bug(e):

@@ -47,8 +47,15 @@ class Finding:
     shrink: dict[str, Any] = field(default_factory=dict)  # what shrinking took (runs, seconds, steps, lines)
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def expect(self) -> Expect | None:
+        """How its published repro ends (NOTE [the repro shows the bucket], at :func:`expect_of`)."""
+        return expect_of(self.signature.verdict, self.outcome, self.signature.error)
+
     def short_header(self) -> list[str]:
-        """Two lines for the published repro: signature and torch version; how it was found and shrunk."""
+        """Two lines for the published repro: signature and torch version; how it was found and shrunk (a
+        corpus entry's own lines where ``extra`` has them, NOTE [corpus repros])."""
+        if "repro_header" in self.extra:
+            return list(self.extra["repro_header"])
         sig = self.signature
         how = f"found by `{self.found_by}` (case {self.cases_to_find}, {self.seconds_to_find:.1f} s)"
         if self.shrink.get("runs"):
@@ -184,24 +191,35 @@ RECORD_KEYS = frozenset(
 )
 
 
-def expect_of(verdict: str, outcome: Outcome, fingerprint: str = "") -> Expect | None:
+def expect_of(verdict: str, outcome: Outcome, fingerprint: str) -> Expect | None:
     """How the published repro of a finding ends (NOTE [repro styles]): which side raises and which runs
     last (uncaught); None for the verdicts that keep the generic comparison (structure mismatch, slow,
-    crash, hang). Of two errors side A's runs last, unless ``fingerprint`` (the finding's, NOTE [error
-    buckets]) says side B's is the one no limitation explains."""
+    crash, hang).
+
+    NOTE [the repro shows the bucket]
+    The side that runs last, uncaught, is the side whose error *is* the finding's ``fingerprint`` (NOTE
+    [error buckets]: the error no documented limitation explains, or the one PyTorch calls a bug), so the
+    repro's traceback ends on the very error that names its bucket, its header and its issue draft, and
+    verification (:func:`fuzzer.publish.verify.reproduced`) checks that line against the fingerprint.
+    The other side's error, often a documented limitation, is only stated in a comment. Only without a
+    matching side (a fingerprint from an older affuzz) does the old order hold: side A, else the side
+    PyTorch calls a bug."""
     a, b = not outcome.functorch.ok, not outcome.reference.ok
     if verdict == "value_mismatch":
         return Expect()
-    if verdict == "different_errors" and outcome.reference.fingerprint == fingerprint != outcome.functorch.fingerprint:
-        last = 1
-    elif verdict in ("error_functorch_only", "different_errors"):
-        last = 0
-    elif verdict == "error_reference_only":
-        last = 1
-    elif verdict == "torch_bug_error" and (a or b):
+    if verdict not in ("error_functorch_only", "error_reference_only", "different_errors", "torch_bug_error"):
+        return None
+    if not (a or b):
+        return None
+    matching = [
+        i for i, s in enumerate((outcome.functorch, outcome.reference)) if not s.ok and s.fingerprint == fingerprint
+    ]
+    if matching:
+        last = matching[0]
+    elif verdict == "torch_bug_error":
         last = 0 if (outcome.functorch.torch_bug or not b) else 1
     else:
-        return None
+        last = 0 if a else 1
     other = (outcome.reference if last == 0 else outcome.functorch).summary(100)
     return Expect(a_raises=a, b_raises=b, last=last, other=other)
 

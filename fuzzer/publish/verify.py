@@ -11,6 +11,7 @@ reported. The campaign verifies on one background thread (:class:`Verifier`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -23,18 +24,21 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from ..codegen.error_key import message_key
 from ..codegen.render import render
 from ..ir.files import atomic_write_json, atomic_write_text
 from ..ir.serde import dumps
 from ..judge.execute import Side
 from ..triage.buckets import Bucket
-from .findings import Finding, expect_of
+from .findings import Finding
 from .forkserver import ForkServer
 
 
-def stage(out: Path, finding: Finding, *, compact: bool = True) -> Path:
+def stage(out: Path, finding: Finding, *, compact: bool = True, straight: bool = True) -> Path:
     """Write the finding's files under ``OUT/.pending/<id>/``; ``compact``: the repro ends as NOTE [repro
-    styles] says for its verdict (else with the generic comparison, which prints ``verdict: ...``)."""
+    styles] says for its verdict (else with the generic comparison, which prints ``verdict: ...``);
+    ``straight``: plain-autograd sides written as straight-line code where shorter (NOTE [straight-line
+    sides])."""
     d = out / ".pending" / finding.signature.id
     if d.exists():
         shutil.rmtree(d)
@@ -43,7 +47,9 @@ def stage(out: Path, finding: Finding, *, compact: bool = True) -> Path:
     atomic_write_text(d / "case.json", dumps(finding.case))
     if finding.original is not None and finding.original != finding.case:
         atomic_write_text(d / "original.json", dumps(finding.original))
-    expect = expect_of(finding.signature.verdict, finding.outcome) if compact else None
+    expect = finding.expect() if compact else None
+    if expect is not None and not straight:
+        expect = dataclasses.replace(expect, straight=False)
     if finding.signature.verdict == "slow":  # it needs the timing of the full script (NOTE [slow findings])
         repro = render(finding.case, header=finding.header(), oracle=oracle)
     else:
@@ -54,17 +60,29 @@ def stage(out: Path, finding: Finding, *, compact: bool = True) -> Path:
     return d
 
 
-def reproduced(finding: Finding, output: str, compact: bool) -> bool:
+def reproduced(finding: Finding, output: str, compact: bool, *, exception: str | None = None) -> bool:
     """Whether a repro's output (it exited 1) shows the finding: the generic comparison prints the verdict;
-    a compact repro (NOTE [repro styles]) shows assert_close failing on two printed values, or the
-    expected side's error as its own traceback's last line."""
+    a compact repro (NOTE [repro styles]) shows assert_close failing on two printed values, or ends on a
+    traceback whose exception line (``exception``, else found in ``output``) has the finding's
+    fingerprint (NOTE [the repro shows the bucket]): a repro that raises the other side's error, a
+    documented limitation say, is refused."""
     verdict = finding.signature.verdict
-    expect = expect_of(verdict, finding.outcome) if compact else None
+    expect = finding.expect() if compact else None
     if expect is None:
         return f"verdict: {verdict}" in output
     if not expect.a_raises and not expect.b_raises:
         return "AssertionError" in output and "not close" in output
-    return shows_error(output, finding.outcome.functorch if expect.last == 0 else finding.outcome.reference)
+    side = finding.outcome.functorch if expect.last == 0 else finding.outcome.reference
+    return shows_fingerprint(output, finding.signature.error, side, exception=exception)
+
+
+def shows_fingerprint(output: str, fingerprint: str, side: Side, *, exception: str | None = None) -> bool:
+    """Whether the last traceback in ``output`` ends on the error ``fingerprint`` names (its key: type and
+    normalized message); without a fingerprint, whether ``side``'s error is a line of the output."""
+    if not fingerprint:
+        return shows_error(output, side)
+    line = exception if exception is not None else exception_line(output)
+    return line_key(line) == fingerprint.rsplit(" @ ", 1)[0]
 
 
 def shows_error(output: str, side: Side) -> bool:
@@ -73,6 +91,26 @@ def shows_error(output: str, side: Side) -> bool:
     digits = re.compile(r"[0-9]+")
     wanted = digits.sub("N", " ".join(f"{side.error_type}: {(side.error or '')[:60]}".split()))
     return any(digits.sub("N", " ".join(line.split())).startswith(wanted) for line in output.splitlines())
+
+
+def exception_line(output: str) -> str | None:
+    """The exception line of the last traceback in ``output``: the first line after ``Traceback (most
+    recent call last):`` that is not a frame (frames and their code are indented); None without one."""
+    lines = output.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last):")]
+    if not starts:
+        return None
+    return next((line for line in lines[starts[-1] + 1 :] if line and not line[0].isspace()), None)
+
+
+def line_key(line: str | None) -> str | None:
+    """:func:`fuzzer.codegen.error_key.message_key` of a traceback's exception line (its type without the
+    module path: ``torch._dynamo.exc.Unsupported`` as ``Unsupported``), the key a fingerprint starts
+    with; None for no line."""
+    m = re.match(r"([A-Za-z_][\w.]*)(?::(.*))?$", line or "")
+    if m is None:
+        return None
+    return message_key(m.group(1).rsplit(".", 1)[-1], m.group(2) or "")
 
 
 def run_repro(
@@ -102,6 +140,7 @@ def run_repro(
         "python": python,
         "method": "subprocess",
         "output_tail": output[-2000:],
+        "exception_line": exception_line(output),
     }
 
 
@@ -129,14 +168,27 @@ def verify_and_publish(
         verified = result["exit_code"] is not None and result["exit_code"] < 0
     else:
         result = _run_staged(staged, python, server)
-        verified = result["exit_code"] == 1 and reproduced(finding, result["output_tail"], compact=True)
-        if not verified and expect_of(verdict, finding.outcome) is not None:
+        verified = result["exit_code"] == 1 and reproduced(
+            finding, result["output_tail"], compact=True, exception=result["exception_line"]
+        )
+        if not verified and finding.expect() is not None:
+            # NOTE [straight-line sides]: where a gradient or tangent does not exist, the composed twins
+            text = (staged / "repro.py").read_text(encoding="utf-8")
+            staged = stage(out, finding, straight=False)
+            if (staged / "repro.py").read_text(encoding="utf-8") != text:
+                result = _run_staged(staged, python, server)
+                verified = result["exit_code"] == 1 and reproduced(
+                    finding, result["output_tail"], compact=True, exception=result["exception_line"]
+                )
+        if not verified and finding.expect() is not None:
             # NOTE [repro styles]: a compact repro that does not show the finding falls back to the
             # generic comparison, which must then show it
             staged = stage(out, finding, compact=False)
             result = _run_staged(staged, python, server)
             result["compact_failed"] = True
-            verified = result["exit_code"] == 1 and reproduced(finding, result["output_tail"], compact=False)
+            verified = result["exit_code"] == 1 and reproduced(
+                finding, result["output_tail"], compact=False, exception=result["exception_line"]
+            )
     dest_root = out / ("findings" if verified else "unverified")
     dest_root.mkdir(parents=True, exist_ok=True)
     dest = dest_root / staged.name
@@ -157,6 +209,7 @@ def _run_staged(staged: Path, python: str, server: ForkServer | None) -> dict[st
         "python": python,
         "method": "fork server",
         "output_tail": output[-2000:],
+        "exception_line": exception_line(output),
     }
 
 

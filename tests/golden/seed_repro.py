@@ -42,8 +42,8 @@ def outcome(mode, requires_grad):  # one side on fresh inputs: what it returns, 
         return e
 
 
-def error_key(e):
-    text = re.sub(r"\[[^\]]*\]+", "[...]", (str(e).strip().splitlines() or [""])[0])
+def message_key(type_name, message):
+    text = re.sub(r"\[[^\]]*\]+", "[...]", (message.strip().splitlines() or [""])[0])
     parts = re.split(r"(?<=[:;,.])\s", text)
     head = parts[0]
     for part in parts[1:]:  # whole clauses, at least 40 characters ("vmap: ..." keeps its second clause)
@@ -51,7 +51,11 @@ def error_key(e):
             break
         head += " " + part
     head = re.sub(r"[:;,.]$", "", head)
-    return f"{type(e).__name__}: {re.sub(r'[0-9]+', 'N', re.sub(r'Fn[A-Za-z]*', 'Fn', head))[:160]}"
+    return f"{type_name}: {re.sub(r'[0-9]+', 'N', re.sub(r'Fn[A-Za-z]*', 'Fn', head))[:160]}"
+
+
+def error_key(e):
+    return message_key(type(e).__name__, str(e))
 
 
 def torch_bug(e):

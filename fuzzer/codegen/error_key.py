@@ -1,0 +1,26 @@
+"""The normalized key of an error message, torch-free: what makes two errors one (NOTE [error buckets] in
+:mod:`fuzzer.judge.compare`).
+
+:func:`message_key` is copied into every rendered script, where ``error_key(e)`` applies it to an
+exception (:mod:`fuzzer.codegen.repro_lib`), and it is imported by verification, which applies it to the
+last line of a repro's traceback (:func:`fuzzer.publish.verify.traceback_key`): the same function on
+both ends, so a repro is accepted only when its traceback ends on the error its bucket is named after.
+"""
+
+from __future__ import annotations
+
+import re
+
+
+def message_key(type_name, message):
+    """An error's fingerprint key: its type and the first clause of its message, with numbers, bracketed
+    details and the Function's (or functorch's generated) class name ignored."""
+    text = re.sub(r"\[[^\]]*\]+", "[...]", (message.strip().splitlines() or [""])[0])
+    parts = re.split(r"(?<=[:;,.])\s", text)
+    head = parts[0]
+    for part in parts[1:]:  # whole clauses, at least 40 characters ("vmap: ..." keeps its second clause)
+        if len(head) >= 40:
+            break
+        head += " " + part
+    head = re.sub(r"[:;,.]$", "", head)
+    return f"{type_name}: {re.sub(r'[0-9]+', 'N', re.sub(r'Fn[A-Za-z]*', 'Fn', head))[:160]}"

@@ -9,7 +9,8 @@ signature token ``[affuzz:<bucket id>]`` by which a filed issue is found again; 
 stacks the bucket was hit under) and ``### Versions`` (``python -m torch.utils.collect_env``, run once per
 call by the interpreter that ran the cases); last a ``Suggested labels:`` line. Only verified buckets get a
 draft; one that matches a known upstream issue (:mod:`.upstream`) gets a "known: #N" line in the index
-instead, so it is never filed again.
+instead, so it is never filed again. An issue the table lists as only related (NOTE [known issues]) is named
+in the draft ("Related upstream issues") and in the index, and the draft stays.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from ..ir.files import atomic_write_text
 from ..ir.oracles import MAIN, alternate_stack
 from ..ir.serde import case_from_json
 from .rundata import BucketData, RunData, load_run
-from .upstream import KnownIssue, known_issue
+from .upstream import KnownIssue, known_issue, related_issues
 
 ISSUES_DIR = "issues"
 INDEX = "README.md"
@@ -171,6 +172,22 @@ def short_error(fingerprint: str, limit: int = 50, *, with_type: bool = True) ->
     if len(message) > limit:
         message = message[:limit].rsplit(" ", 1)[0].rstrip(",.;:") + "…"
     return f'{kind} "{message}"' if kind and with_type else f'"{message}"'
+
+
+def error_message(fingerprint: str) -> str:
+    """An error fingerprint's message as the fingerprint writes it (numbers as N, bracketed parts as
+    ``[...]``, at most its first clauses), without its type, file paths and frame: what the tracker is
+    searched for (:mod:`.filing`)."""
+    key = fingerprint.rsplit(" @ ", 1)[0] if " @ " in fingerprint else fingerprint
+    _, sep, message = key.partition(": ")
+    message = message if sep else key  # "AssertionError: " has none; a key without a type is all message
+    message = re.sub(r'\s+at\s+"[^"]*"(:N)?', "", message)
+    return re.sub(r'\s+at\s+"[^"]*$', "", message).strip()  # and a path the fingerprint cut short
+
+
+def bucket_fingerprint(bucket: BucketData) -> str:
+    """The bucket's error fingerprint (NOTE [error buckets]), or "" for a value finding."""
+    return _fingerprint(bucket)
 
 
 def _fingerprint(bucket: BucketData) -> str:
@@ -426,8 +443,17 @@ def _also_seen(bucket: BucketData) -> list[str]:
     return lines
 
 
-def draft(bucket: BucketData, run: RunData, env: str) -> str:
-    """The text of ``issues/<bucket id>.md`` (NOTE [issue drafts])."""
+def _related(bucket: BucketData, table: tuple[KnownIssue, ...] | None) -> list[str]:
+    related = related_issues(bucket.summary, table)
+    if not related:
+        return []
+    lines = ["", "**Related upstream issues** (a neighbouring mechanism, not this one):", ""]
+    return lines + [f"- {k.issue} ({k.state_text}): {k.summary}" for k in related]
+
+
+def draft(bucket: BucketData, run: RunData, env: str, known: tuple[KnownIssue, ...] | None = None) -> str:
+    """The text of ``issues/<bucket id>.md`` (NOTE [issue drafts]); ``known``: the known-issues table
+    (default: :mod:`.upstream`'s), for the related issues it names."""
     s = sides(bucket)
     record = bucket.record or {}
     oracle = bucket.summary["oracle"]
@@ -460,6 +486,7 @@ def draft(bucket: BucketData, run: RunData, env: str) -> str:
         "",
         f"**Expected**: {_expected(bucket, s)}",
         *_also_seen(bucket),
+        *_related(bucket, known),
         "",
         _versions_section(env, run),
         "",
@@ -475,8 +502,14 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def _index(run: RunData, written: list[tuple[BucketData, str]], known: list[tuple[BucketData, KnownIssue]]) -> str:
+def _index(
+    run: RunData,
+    written: list[tuple[BucketData, str]],
+    known: list[tuple[BucketData, KnownIssue]],
+    table: tuple[KnownIssue, ...] | None = None,
+) -> str:
     others = [b for b in run.buckets if not b.verified]
+    related = [(b, k) for b, _ in written for k in related_issues(b.summary, table)]
     lines = [
         f"# Issue drafts: {run.out}",
         "",
@@ -492,7 +525,11 @@ def _index(run: RunData, written: list[tuple[BucketData, str]], known: list[tupl
         lines.append("")
     if known:
         lines += ["Known upstream (no draft):", ""]
-        lines += [f"- `{b.id}`: known: #{k.number} {k.issue} ({k.summary})" for b, k in known]
+        lines += [f"- `{b.id}`: known: {k.ref} {k.issue} ({k.state_text}; {k.summary})" for b, k in known]
+        lines.append("")
+    if related:
+        lines += ["Related upstream issues (drafted all the same: not the same mechanism):", ""]
+        lines += [f"- `{b.id}`: related: {k.ref} {k.issue} ({k.state_text}; {k.summary})" for b, k in related]
         lines.append("")
     if others:
         lines += ["Not drafted (not verified): " + ", ".join(f"`{b.id}` ({b.summary.get('status')})" for b in others)]
@@ -529,7 +566,7 @@ def write_drafts(out: Path, *, python: str | None = None, known: tuple[KnownIssu
     written: list[Path] = []
     titles: list[tuple[BucketData, str]] = []
     for b in to_draft:
-        text = draft(b, run, env)
+        text = draft(b, run, env, known)
         path = issues / f"{b.id}.md"
         atomic_write_text(path, text)
         written.append(path)
@@ -540,5 +577,5 @@ def write_drafts(out: Path, *, python: str | None = None, known: tuple[KnownIssu
             if p.name not in keep:
                 p.unlink()
     index = issues / INDEX
-    atomic_write_text(index, _index(run, titles, matched))
+    atomic_write_text(index, _index(run, titles, matched, known))
     return written

@@ -1,15 +1,26 @@
 """Filing issue drafts (:mod:`.drafts`) with the GitHub CLI, each bucket at most once per repository.
 
 NOTE [filing]
-``affuzz file OUT --repo OWNER/NAME`` is a dry run unless ``--yes``: it lists what it would file and what
-it skips and why (not verified, known upstream, already in the ledger). With ``--yes`` it first checks
-that ``gh`` is on PATH and logged in (else one line, exit 2, nothing filed), then, for each draft, asks the
-repository for an issue whose title carries the draft's token ``[affuzz:<bucket id>]`` (open or closed)
-and files only if there is none, with ``gh issue create --repo R --title T --body-file F`` (the draft
-below its title line). Each created issue is recorded in the ledger ``OUT/filed.json`` right away
-(``{schema_version, filed: [{bucket, repo, url, title, filed_at}]}``, written atomically), so a crash
-midway loses nothing and a second run files nothing twice; the token search covers a ledger that was
-lost. PyTorch's own tracker is used only when named exactly, ``--repo pytorch/pytorch``; near misses
+``affuzz file OUT --repo OWNER/NAME`` is a dry run unless ``--yes``: it lists what it would file, what it
+skips and why (not verified, known upstream per NOTE [known issues], already in the ledger) and the
+tracker searches it would run; it calls gh only with ``--search``, which runs those searches and lists
+their candidates. With ``--yes`` it first checks that ``gh`` is on PATH and logged in (else one line,
+exit 2, nothing filed), then, for each draft:
+
+1. asks the repository for an issue whose title carries the draft's token ``[affuzz:<bucket id>]`` (open
+   or closed, ``gh issue list --search``); one is there: skipped, never filed twice;
+2. searches the repository for the bug (``gh search issues``, open and closed): an error finding by its
+   fingerprint's message (NOTE [error buckets]; numbers, paths and the frame left out), a value finding
+   by its stack's transforms and essential features (:func:`search_queries`). The candidates (number,
+   title, state, url) are listed. A candidate whose title or body carries the finding's error message
+   (both normalized as the fingerprint is) is the same error: the draft is skipped unless ``--force``;
+3. files it with ``gh issue create --repo R --title T --body-file F`` (the draft below its title line).
+
+The ledger ``OUT/filed.json`` (``{schema_version, filed: [{bucket, repo, url, title, filed_at,
+candidates}], skipped: [{bucket, repo, reason, candidates, skipped_at}]}``, written atomically) gets each
+created issue right away, so a crash midway loses nothing and a second run files nothing twice (the token
+search covers a ledger that was lost), and, per bucket and repository, why the last ``--yes`` run skipped
+it. PyTorch's own tracker is used only when named exactly, ``--repo pytorch/pytorch``; near misses
 (``pytorch/PyTorch``, ``pytorch/pytorch.git``, its URL) are refused.
 """
 
@@ -22,22 +33,41 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..ir.errors import AffuzzError
 from ..ir.files import atomic_write_json, atomic_write_text
-from .drafts import INDEX, ISSUES_DIR, LABELS_PREFIX, TOKEN, draft_plan, write_drafts
-from .rundata import load_run
-from .upstream import KnownIssue, known_issue
+from .drafts import INDEX, ISSUES_DIR, LABELS_PREFIX, TOKEN, bucket_fingerprint, draft_plan, error_message, write_drafts
+from .rundata import BucketData, load_run
+from .upstream import DEFAULT_TABLE, KnownIssue, known_issue
 
 LEDGER = "filed.json"
 LEDGER_SCHEMA_VERSION = 1
+ALREADY_FILED = "already filed in "  # how a skip the ledger itself explains begins
 PYTORCH = "pytorch/pytorch"
 REPO = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?/[A-Za-z0-9._-]+")
 BODIES = ".body"  # OUT/issues/.body/<id>.md: a draft below its title line, what --body-file gets
 GH_TIMEOUT = 120.0  # seconds per gh call
+SEARCH_LIMIT = 20  # candidates per tracker search
+MIN_MESSAGE = 20  # characters an error message needs to be searched for and compared
+PHRASE_LIMIT = 100  # characters of the phrase an error finding is searched by
+#: The word an issue about a Function with each (essential) feature most likely contains.
+FEATURE_TERMS = {
+    "custom_jvp": "jvp",
+    "custom_vmap": "vmap",
+    "generate_vmap_rule": "generate_vmap_rule",
+    "mark_dirty": "mark_dirty",
+    "mark_non_differentiable": "mark_non_differentiable",
+    "once_differentiable": "once_differentiable",
+    "materialize_grads_false": "set_materialize_grads",
+    "saved_detached": "detach",
+    "saved_input": "save_for_backward",
+    "saved_output": "save_for_backward",
+    "saved_intermediate": "save_for_backward",
+}
+TRANSFORM_TERMS = {"autograd_grad": "autograd.grad"}
 
 
 class FilingError(AffuzzError):
@@ -65,11 +95,13 @@ def repo_problem(repo: str) -> str | None:
 
 
 def drafts_stale(out: Path, known: tuple[KnownIssue, ...] | None = None) -> bool:
-    """Whether ``OUT/issues/`` is missing, older than the run's files, or lacks a draft it should have."""
+    """Whether ``OUT/issues/`` is missing, older than the run's files (or the known-issues table, which
+    says what is drafted), or lacks a draft it should have."""
     index = out / ISSUES_DIR / INDEX
     if not index.exists():
         return True
     sources = [out / name for name in ("summary.json", "stats.json", "state.json")]
+    sources += [DEFAULT_TABLE] if known is None else []
     sources += [p for p in (out / "findings").rglob("*") if p.is_file()] if (out / "findings").exists() else []
     newest = max((p.stat().st_mtime for p in sources if p.exists()), default=0.0)
     if newest > index.stat().st_mtime:
@@ -92,6 +124,8 @@ class Draft:
     path: Path
     title: str
     labels: tuple[str, ...]
+    queries: tuple[str, ...] = ()  # what the tracker is searched for (:func:`search_queries`)
+    message: str = ""  # an error finding's normalized message (:func:`normalized`), "" for a value finding
 
     @property
     def token(self) -> str:
@@ -119,6 +153,101 @@ def read_draft(path: Path) -> Draft:
     return Draft(m.group(1), path, first.removeprefix("# ").strip(), labels)
 
 
+# ---------------------------------------------------------------------------------------------- searching
+
+
+def normalized(text: str) -> str:
+    """Text as an error fingerprint writes a message (NOTE [error buckets]): file paths with their line
+    numbers dropped, bracketed parts ``[...]``, names starting with ``Fn`` as ``Fn``, numbers ``N``, blanks
+    collapsed, lower case; so a fingerprint's message is a substring of an issue that quotes the error."""
+    text = re.sub(r'\s+at\s+"[^"]*"(?::\d+|:N)?', "", text)
+    text = re.sub(r"\[[^\]]*\]+", "[...]", text)
+    text = re.sub(r"Fn[A-Za-z]*", "Fn", text)
+    text = re.sub(r"[0-9]+", "N", text)
+    return re.sub(r"\s+", " ", text).strip().lower()
+
+
+def _phrase(message: str) -> str:
+    """The longest stretch of ``message`` without a placeholder (N, [...]) or quote, cut at a word to
+    :data:`PHRASE_LIMIT` characters: what GitHub can find verbatim."""
+    parts = re.split(r"\[\.\.\.\]|\bN\b|\"|…", message)
+    best = max((p.strip(" ,.;:()'`") for p in parts), key=len, default="")
+    phrase = ""
+    for word in best.split():
+        if len(phrase) + len(word) + 1 > PHRASE_LIMIT:
+            break
+        phrase = f"{phrase} {word}".strip()
+    return phrase
+
+
+def _terms(bucket: BucketData) -> list[str]:
+    transforms = [TRANSFORM_TERMS.get(t, t) for t in bucket.summary.get("transforms") or ()]
+    features = [FEATURE_TERMS[f] for f in bucket.summary.get("signature_features") or () if f in FEATURE_TERMS]
+    return list(dict.fromkeys(["autograd.Function", *transforms, *features]))
+
+
+def error_of(bucket: BucketData) -> str:
+    """An error finding's message, normalized (:func:`normalized`), or "" (a value finding, or a message
+    too short to tell one error from another)."""
+    fp = bucket_fingerprint(bucket)
+    message = normalized(error_message(fp)) if fp else ""
+    return message if len(message) >= MIN_MESSAGE else ""
+
+
+def search_queries(bucket: BucketData) -> tuple[str, ...]:
+    """What the tracker is searched for: an error finding's message as a quoted phrase, else (a value
+    finding, or an error whose message is too short) its stack's transforms and essential features."""
+    fp = bucket_fingerprint(bucket)
+    phrase = _phrase(error_message(fp)) if fp else ""
+    if len(phrase) >= MIN_MESSAGE // 2:
+        return (f'"{phrase}"',)
+    return (" ".join(_terms(bucket)),)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An issue of the repository that a tracker search found."""
+
+    number: int
+    title: str
+    state: str  # open | closed
+    url: str
+    same_error: bool = False  # its title or body carries the finding's error message
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "title": self.title,
+            "state": self.state,
+            "url": self.url,
+            "same_error": self.same_error,
+        }
+
+    def line(self) -> str:
+        return f"#{self.number} [{self.state}] {self.title} {self.url}" + (
+            " (the same error message)" if self.same_error else ""
+        )
+
+
+def candidates(gh: Gh, repo: str, draft: Draft) -> list[Candidate]:
+    """The issues of ``repo`` that the draft's searches find, each once, the same error first."""
+    found: dict[int, Candidate] = {}
+    for query in draft.queries:
+        for issue in gh.search(repo, query):
+            number = issue.get("number")
+            if not isinstance(number, int) or number in found:
+                continue
+            text = normalized(f"{issue.get('title', '')}\n{issue.get('body', '')}")
+            found[number] = Candidate(
+                number,
+                str(issue.get("title", "")),
+                str(issue.get("state", "")).lower(),
+                str(issue.get("url", "")),
+                bool(draft.message) and draft.message in text,
+            )
+    return sorted(found.values(), key=lambda c: (not c.same_error, -c.number))
+
+
 # ---------------------------------------------------------------------------------------------- the ledger
 
 
@@ -128,9 +257,19 @@ def ledger_path(out: Path) -> Path:
 
 def load_ledger(out: Path) -> list[dict[str, Any]]:
     """The ``filed`` records of ``OUT/filed.json`` ([] when there is none)."""
+    return list(_read_ledger(out)["filed"])
+
+
+def load_skipped(out: Path) -> list[dict[str, Any]]:
+    """The ``skipped`` records of ``OUT/filed.json``: per bucket and repository, why the last ``--yes`` run
+    skipped it ([] when there is none)."""
+    return list(_read_ledger(out).get("skipped") or [])
+
+
+def _read_ledger(out: Path) -> dict[str, Any]:
     path = ledger_path(out)
     if not path.exists():
-        return []
+        return {"schema_version": LEDGER_SCHEMA_VERSION, "filed": [], "skipped": []}
     problem = None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -143,14 +282,38 @@ def load_ledger(out: Path) -> list[dict[str, Any]]:
             problem = f"unsupported schema_version {data.get('schema_version')!r} (this affuzz reads 1)"
         elif not all(isinstance(r, dict) and {"bucket", "repo", "url"} <= set(r) for r in data["filed"]):
             problem = "a record lacks bucket, repo or url"
+        elif not isinstance(data.get("skipped", []), list) or not all(
+            isinstance(r, dict) and {"bucket", "repo", "reason"} <= set(r) for r in data.get("skipped", [])
+        ):
+            problem = "a skipped record lacks bucket, repo or reason"
     if problem is not None:
         raise FilingError(f"{path}: cannot be read ({problem}); it records what was filed: fix it, don't delete it")
-    return list(data["filed"])
+    return data
+
+
+def _write_ledger(out: Path, filed: list[dict[str, Any]], skipped: list[dict[str, Any]]) -> None:
+    data: dict[str, Any] = {"schema_version": LEDGER_SCHEMA_VERSION, "filed": filed}
+    if skipped:
+        data["skipped"] = skipped
+    atomic_write_json(ledger_path(out), data)
+
+
+def _others(records: list[dict[str, Any]], bucket: str, repo: str) -> list[dict[str, Any]]:
+    return [r for r in records if (r.get("bucket"), r.get("repo")) != (bucket, repo)]
 
 
 def record_filed(out: Path, record: dict[str, Any]) -> None:
-    filed = [*load_ledger(out), record]
-    atomic_write_json(ledger_path(out), {"schema_version": LEDGER_SCHEMA_VERSION, "filed": filed})
+    """Add a filed issue to the ledger (and drop the bucket's skipped record for that repository)."""
+    data = _read_ledger(out)
+    skipped = _others(list(data.get("skipped") or []), record["bucket"], record["repo"])
+    _write_ledger(out, [*data["filed"], record], skipped)
+
+
+def record_skipped(out: Path, record: dict[str, Any]) -> None:
+    """Record why a ``--yes`` run skipped a bucket (replacing what an earlier run recorded for it)."""
+    data = _read_ledger(out)
+    skipped = _others(list(data.get("skipped") or []), record["bucket"], record["repo"])
+    _write_ledger(out, list(data["filed"]), [*skipped, record])
 
 
 # ---------------------------------------------------------------------------------------------- the plan
@@ -160,6 +323,20 @@ def record_filed(out: Path, record: dict[str, Any]) -> None:
 class Skip:
     bucket: str
     reason: str
+    candidates: tuple[Candidate, ...] = ()
+
+    def to_json(self, repo: str) -> dict[str, Any]:
+        return {
+            "bucket": self.bucket,
+            "repo": repo,
+            "reason": self.reason,
+            "candidates": [c.to_json() for c in self.candidates],
+            "skipped_at": _now(),
+        }
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 @dataclass
@@ -172,7 +349,8 @@ class Plan:
 
 def plan(out: Path, repo: str, *, known: tuple[KnownIssue, ...] | None = None) -> Plan:
     """What ``affuzz file`` would file to ``repo`` and what it skips and why (from the drafts, the run and
-    the ledger; the repository itself is asked only when filing)."""
+    the ledger; the repository itself is asked only when filing, or searched with ``--search``). Each
+    draft carries its tracker searches (:func:`search_queries`)."""
     problem = repo_problem(repo)
     if problem:
         raise FilingError(problem)
@@ -190,17 +368,17 @@ def plan(out: Path, repo: str, *, known: tuple[KnownIssue, ...] | None = None) -
             continue
         k = known_issue(b.summary, known)
         if k is not None:
-            result.skipped.append(Skip(b.id, f"known upstream: #{k.number} {k.issue}"))
+            result.skipped.append(Skip(b.id, f"known upstream: {k.ref} {k.issue} ({k.state_text}; {k.summary})"))
             continue
         if b.id in ledger:
-            result.skipped.append(Skip(b.id, f"already filed in {repo}: {ledger[b.id]['url']} ({ledger_path(out)})"))
+            result.skipped.append(Skip(b.id, f"{ALREADY_FILED}{repo}: {ledger[b.id]['url']} ({ledger_path(out)})"))
             continue
         path = out / ISSUES_DIR / f"{b.id}.md"
         if not path.exists():
             raise FilingError(
                 f"{path}: no draft for verified bucket {b.id}; delete {path.parent} to rebuild the drafts"
             )
-        result.to_file.append(read_draft(path))
+        result.to_file.append(replace(read_draft(path), queries=search_queries(b), message=error_of(b)))
     return result
 
 
@@ -250,9 +428,7 @@ class Gh:
 
     def existing(self, repo: str, token: str) -> str | None:
         """The URL of an issue of ``repo`` (open or closed) whose title carries ``token``, or None."""
-        proc = self.run(
-            "issue", "list", "--repo", repo, "--search", f'"{token}" in:title', "--state", "all", "--json", "url,title"
-        )
+        proc = self.run(*token_command(repo, token))
         if proc.returncode != 0:
             raise FilingError(f"cannot search {repo} for {token} (`gh issue list`: {self._said(proc)})")
         try:
@@ -263,6 +439,18 @@ class Gh:
             if isinstance(issue, dict) and token in str(issue.get("title", "")):
                 return str(issue.get("url", ""))
         return None
+
+    def search(self, repo: str, query: str, limit: int = SEARCH_LIMIT) -> list[dict[str, Any]]:
+        """The issues of ``repo`` (open and closed, no pull requests) that GitHub's search finds for
+        ``query``: number, title, state, url, body."""
+        proc = self.run(*search_command(repo, query, limit))
+        if proc.returncode != 0:
+            raise FilingError(f"cannot search {repo} for {query[:60]!r} (`gh search issues`: {self._said(proc)})")
+        try:
+            issues = json.loads(proc.stdout or "[]")
+        except ValueError:
+            raise FilingError(f"`gh search issues` printed no JSON for {repo}: {proc.stdout[:200]!r}") from None
+        return [i for i in issues if isinstance(i, dict)] if isinstance(issues, list) else []
 
     def create(self, repo: str, title: str, body_file: Path, labels: tuple[str, ...] = ()) -> str:
         """File one issue; its URL."""
@@ -278,6 +466,19 @@ class Gh:
         return urls[-1]
 
 
+def token_command(repo: str, token: str) -> list[str]:
+    """The gh arguments of the search for a draft's token in the titles of ``repo``'s issues."""
+    return ["issue", "list", "--repo", repo, "--search", f'"{token}" in:title', "--state", "all", "--json", "url,title"]
+
+
+def search_command(repo: str, query: str, limit: int = SEARCH_LIMIT) -> list[str]:
+    """The gh arguments of one tracker search (what a dry run prints, what ``--yes`` runs)."""
+    return ["search", "issues", "--repo", repo, "--json", "number,title,state,url,body", "--limit", str(limit)] + [
+        "--",
+        query,
+    ]
+
+
 @dataclass(frozen=True)
 class Filed:
     bucket: str
@@ -285,6 +486,7 @@ class Filed:
     url: str
     title: str
     filed_at: str
+    candidates: tuple[Candidate, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -293,7 +495,25 @@ class Filed:
             "url": self.url,
             "title": self.title,
             "filed_at": self.filed_at,
+            "candidates": [c.to_json() for c in self.candidates],
         }
+
+
+def record_plan_skips(p: Plan) -> None:
+    """Record in the ledger why the plan skips what it skips (a ``--yes`` run); a bucket the ledger has
+    as filed is not recorded again."""
+    for s in p.skipped:
+        if not s.reason.startswith(ALREADY_FILED):
+            record_skipped(p.out, s.to_json(p.repo))
+
+
+def same_error_reason(repo: str, found: list[Candidate]) -> str | None:
+    """Why a draft is not filed (without ``--force``) given its candidates, or None."""
+    same = [c for c in found if c.same_error]
+    if not same:
+        return None
+    refs = ", ".join(f"#{c.number} [{c.state}] {c.url}" for c in same)
+    return f"{repo} already has an issue with the same error message: {refs} (add --force to file anyway)"
 
 
 def file_plan(
@@ -301,30 +521,60 @@ def file_plan(
     gh: Gh,
     *,
     labels: bool = False,
+    force: bool = False,
     on_filed: Callable[[Filed], None] | None = None,
     on_skip: Callable[[Skip], None] | None = None,
+    on_candidates: Callable[[Draft, list[Candidate]], None] | None = None,
 ) -> list[Filed]:
     """File every draft of ``p`` that ``p.repo`` does not have yet (NOTE [filing]): each is recorded in the
-    ledger as soon as it exists, then ``on_filed`` is called. ``labels``: pass the drafts' suggested labels
-    (the repository must have them, or gh refuses). Raises :class:`FilingError` on the first failure."""
+    ledger as soon as it exists, then ``on_filed`` is called; each skip (the plan's and this run's) is
+    recorded too. ``labels``: pass the drafts' suggested labels (the repository must have them, or gh
+    refuses). ``force``: file a draft although a candidate carries its error message (a draft whose token
+    the repository has is never filed). Raises :class:`FilingError` on the first failure."""
     gh.check_auth()
+    record_plan_skips(p)
     filed: list[Filed] = []
     for d in p.to_file:
         url = gh.existing(p.repo, d.token)
+        skip = None
+        found: list[Candidate] = []
         if url is not None:
             skip = Skip(d.bucket, f"already in {p.repo}: {url} (its title carries {d.token})")
+        else:
+            found = candidates(gh, p.repo, d)
+            if on_candidates:
+                on_candidates(d, found)
+            reason = None if force else same_error_reason(p.repo, found)
+            if reason is not None:
+                skip = Skip(d.bucket, reason, tuple(found))
+        if skip is not None:
             p.skipped.append(skip)
+            record_skipped(p.out, skip.to_json(p.repo))
             if on_skip:
                 on_skip(skip)
             continue
         body = p.out / ISSUES_DIR / BODIES / f"{d.bucket}.md"
         atomic_write_text(body, d.body())
         url = gh.create(p.repo, d.title, body, d.labels if labels else ())
-        f = Filed(
-            d.bucket, p.repo, url, d.title, datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        )
+        f = Filed(d.bucket, p.repo, url, d.title, _now(), tuple(found))
         record_filed(p.out, f.to_json())
         filed.append(f)
         if on_filed:
             on_filed(f)
     return filed
+
+
+def search_plan(
+    p: Plan, gh: Gh, *, on_candidates: Callable[[Draft, list[Candidate]], None] | None = None
+) -> dict[str, tuple[str | None, list[Candidate]]]:
+    """What the tracker says of each draft of ``p`` without filing anything (``--search`` of a dry run):
+    bucket -> (the issue carrying its token, or None; its candidates)."""
+    gh.check_auth()
+    result: dict[str, tuple[str | None, list[Candidate]]] = {}
+    for d in p.to_file:
+        url = gh.existing(p.repo, d.token)
+        found = [] if url is not None else candidates(gh, p.repo, d)
+        if on_candidates and url is None:
+            on_candidates(d, found)
+        result[d.bucket] = (url, found)
+    return result

@@ -22,7 +22,7 @@ from pygments.lexers import PythonLexer
 from ..ir.files import atomic_write_text
 from . import plots
 from .rundata import BucketData, RunData, load_run
-from .upstream import known_issue
+from .upstream import KnownIssue, known_issue, related_issues
 
 TEMPLATES = Path(__file__).with_name("templates")
 STATUS_ORDER = {"verified": 0, "pending": 1, "unverified": 2}
@@ -203,8 +203,13 @@ def _bucket(b: BucketData, run: RunData) -> dict[str, Any]:
         "reference": r.get("reference"),
         "verification": verification,
         "output_tail": verification.get("output_tail"),
-        "issue": {"url": issue.issue, "number": issue.number, "summary": issue.summary} if issue else None,
+        "issue": _issue(issue) if issue else None,
+        "related": [_issue(k) for k in related_issues(s)],
     }
+
+
+def _issue(k: KnownIssue) -> dict[str, Any]:
+    return {"url": k.issue, "number": k.number, "ref": k.ref, "state": k.state_text, "summary": k.summary}
 
 
 def _events(run: RunData, limit: int = 50) -> list[dict[str, Any]]:

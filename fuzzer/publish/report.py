@@ -17,6 +17,7 @@ from ..ir.case import TRANSFORMS
 from ..ir.features import ALL_FEATURES
 from ..ir.files import atomic_write_json, atomic_write_text
 from ..ir.verdicts import FINDING_VERDICTS
+from .upstream import known_issue, related_issues
 
 
 def status_line(live: dict[str, Any]) -> str:
@@ -286,6 +287,7 @@ def report_markdown(summary: dict[str, Any]) -> str:
                 f", ... ({len(stacks)} in all)" if len(stacks) > 8 else ""
             )
             lines.append(f"- {b['id']}: {shown or '-'}")
+        lines += upstream_lines(summary["buckets"])
         na = summary.get("not_applicable_by_reason") or {}
         if na:
             lines += [
@@ -294,6 +296,27 @@ def report_markdown(summary: dict[str, Any]) -> str:
                 + ", ".join(f"{k} {v}" for k, v in sorted(na.items(), key=lambda kv: -kv[1])),
             ]
     return "\n".join(lines) + "\n"
+
+
+def upstream_lines(buckets: list[dict[str, Any]]) -> list[str]:
+    """The buckets the known-issues table matches (NOTE [known issues] in fuzzer/publish/upstream.py):
+    "known: #N" (never drafted nor filed) and "related: #N" (a neighbouring mechanism)."""
+    lines = []
+    for b in buckets:
+        k = known_issue(b)
+        if k is not None:
+            lines.append(f"- {b['id']}: known: {k.ref} {k.issue} ({k.state_text}; {k.summary})")
+        lines += [
+            f"- {b['id']}: related: {r.ref} {r.issue} ({r.state_text}; not the same mechanism: {r.summary})"
+            for r in related_issues(b)
+        ]
+    if not lines:
+        return []
+    head = (
+        "Known upstream issues (fuzzer/publish/known_issues.json): a known bucket gets no issue draft and is "
+        "never filed; a related issue is only listed."
+    )
+    return ["", "### Upstream", "", head, "", *lines]
 
 
 def write_report(out: Path, summary: dict[str, Any]) -> None:

@@ -1,14 +1,18 @@
-"""``affuzz file``: a dry run files nothing; ``--yes`` files each verified bucket's draft once per repository
-(ledger, token search), skips known-upstream buckets, and refuses without a usable gh or with a near miss of
-pytorch/pytorch. gh is a real executable on PATH that records its arguments (no network)."""
+"""``affuzz file``: a dry run files nothing and calls no gh (``--search`` runs the tracker searches);
+``--yes`` files each verified bucket's draft once per repository (ledger, token search), skips known-upstream
+buckets and drafts whose error the tracker already has (unless ``--force``), and refuses without a usable gh
+or with a near miss of pytorch/pytorch. gh is a real executable on PATH that records its arguments and
+answers searches from a file (no network)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,6 +38,13 @@ if args[:2] == ["auth", "status"]:
 if args[:2] == ["issue", "list"]:
     path = os.environ.get("FAKE_GH_EXISTING")
     print(open(path, encoding="utf-8").read() if path else "[]")
+    sys.exit(0)
+if args[:2] == ["search", "issues"]:
+    # FAKE_GH_SEARCH: a JSON object, text -> issues; a search gets the issues of every text its query contains
+    path = os.environ.get("FAKE_GH_SEARCH")
+    answers = json.load(open(path, encoding="utf-8")) if path else {{}}
+    query = args[args.index("--") + 1]
+    print(json.dumps([i for text, issues in answers.items() if text in query for i in issues]))
     sys.exit(0)
 if args[:2] == ["issue", "create"]:
     with open(log, encoding="utf-8") as fh:
@@ -93,6 +104,7 @@ class FakeGh:
         monkeypatch.delenv("FAKE_GH_AUTH", raising=False)
         monkeypatch.delenv("FAKE_GH_EXISTING", raising=False)
         monkeypatch.delenv("FAKE_GH_FAIL_AFTER", raising=False)
+        monkeypatch.delenv("FAKE_GH_SEARCH", raising=False)
 
     def calls(self) -> list[list[str]]:
         return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
@@ -104,6 +116,15 @@ class FakeGh:
         path = self.log.with_name("existing.json")
         path.write_text(json.dumps(issues))
         self.monkeypatch.setenv("FAKE_GH_EXISTING", str(path))
+
+    def searches(self) -> list[list[str]]:
+        return [c for c in self.calls() if c[:2] == ["search", "issues"]]
+
+    def answer(self, answers: dict[str, list[dict[str, Any]]]) -> None:
+        """What `gh search issues` finds: the issues of every text the query contains."""
+        path = self.log.with_name("search.json")
+        path.write_text(json.dumps(answers))
+        self.monkeypatch.setenv("FAKE_GH_SEARCH", str(path))
 
 
 @pytest.fixture
@@ -130,6 +151,12 @@ def test_dry_run_lists_what_it_would_file_and_files_nothing(out: Path, gh: FakeG
         assert str(out / "issues" / f"{bucket}.md") in text
     assert f"repo:   {REPO}" in text and "module: functorch" in text and "nothing was filed" in text
     assert "drafts written" not in text  # they were up to date
+    for bucket in verified(out):  # the searches --yes would run, printed
+        assert f"search: gh issue list --repo {REPO} --search '\"[affuzz:{bucket}]\" in:title'" in text
+    assert text.count(f"search: gh search issues --repo {REPO} --json number,title,state,url,body") == len(
+        verified(out)
+    )
+    assert "--search runs those searches now" in text
     assert gh.calls() == []  # a dry run does not even call gh
     assert not (out / "filed.json").exists()
 
@@ -216,6 +243,172 @@ def test_known_upstream_buckets_are_skipped(
     assert main(["file", str(out), "--repo", REPO, "--yes", "--corpus", str(tmp_path / "none")]) == 0
     titles = [arg(c, "--title") for c in gh.creates()]
     assert len(titles) == len(ids) - 1 and not any(f"[affuzz:{ids[0]}]" in t for t in titles)
+    assert not any(ids[0] in " ".join(c) for c in gh.searches())  # nor searched for
+    (skipped,) = [r for r in skipped_records(out) if r["bucket"] == ids[0]]
+    assert skipped["repo"] == REPO and skipped["reason"].startswith("known upstream: #4242")
+
+
+def skipped_records(out: Path) -> list[dict]:
+    return json.loads((out / "filed.json").read_text()).get("skipped", [])
+
+
+def the_error(out: Path, bucket: str) -> str:
+    """What the side that raised the bucket's error printed, as an issue on another build would quote it
+    (other line numbers, another checkout)."""
+    record = json.loads((out / "findings" / bucket / "finding.json").read_text())
+    printed = next(s for s in (record["functorch"], record["reference"]) if s.split(":")[0].endswith("Error"))
+    return re.sub(r"\d+", "9", printed).replace("/__w/pytorch/pytorch", "/home/someone/src/pytorch")
+
+
+def tracker(out: Path, gh: FakeGh) -> tuple[str, str, dict[str, Any], dict[str, Any]]:
+    """The fake tracker: an issue quoting the first draft's error, another draft's search finds an issue
+    about something else. (first bucket, second bucket, their issues)"""
+    from fuzzer.publish.filing import plan
+
+    queries = {d.bucket: d.queries for d in plan(out, REPO).to_file}
+    first, second = verified(out)[:2]
+    same = {
+        "number": 7,
+        "title": "forward AD fails on my Function",
+        "state": "OPEN",
+        "url": f"https://github.com/{REPO}/issues/7",
+        "body": f"Repro:\n```\n...\n```\nraises\n```\n{the_error(out, first)}\n```\n",
+    }
+    other = {
+        "number": 8,
+        "title": "vmap is slow",
+        "state": "closed",
+        "url": f"https://github.com/{REPO}/issues/8",
+        "body": "RuntimeError: something else entirely",
+    }
+    gh.answer({queries[first][0]: [same], queries[second][0]: [other]})
+    return first, second, same, other
+
+
+def test_yes_skips_a_draft_whose_error_the_tracker_has_until_forced(
+    out: Path, gh: FakeGh, tmp_path: Path, capsys
+) -> None:
+    ids = verified(out)
+    first, second, same, other = tracker(out, gh)
+    corpus = ["--corpus", str(tmp_path / "none")]
+
+    assert main(["file", str(out), "--repo", REPO, "--yes", *corpus]) == 0
+    text = capsys.readouterr().out
+    titles = [arg(c, "--title") for c in gh.creates()]
+    assert len(titles) == len(ids) - 1 and not any(f"[affuzz:{first}]" in t for t in titles)
+    assert len(gh.searches()) == len(ids)  # one search per draft, after its token search
+    for call in gh.searches():
+        assert arg(call, "--repo") == REPO and arg(call, "--json") == "number,title,state,url,body"
+        assert call[-1].startswith('"') and call[-1].endswith('"')  # error findings: their message, quoted
+    assert f"candidates {first}: 1 found\n    #7 [open] {same['title']} {same['url']} (the same error message)" in text
+    assert f"candidates {second}: 1 found\n    #8 [closed] {other['title']} {other['url']}\n" in text
+    assert f"skip {first}: {REPO} already has an issue with the same error message: #7 [open] {same['url']}" in text
+    assert "--force" in text
+    records = ledger(out)
+    assert [r["bucket"] for r in records] == [b for b in ids if b != first]
+    (with_candidate,) = [r for r in records if r["bucket"] == second]
+    assert with_candidate["candidates"] == [
+        {"number": 8, "title": other["title"], "state": "closed", "url": other["url"], "same_error": False}
+    ]
+    (skipped,) = skipped_records(out)
+    assert skipped["bucket"] == first and skipped["repo"] == REPO and "#7" in skipped["reason"]
+    assert [c["number"] for c in skipped["candidates"]] == [7] and skipped["candidates"][0]["same_error"]
+    assert skipped["skipped_at"]
+
+    # a second run files nothing: the ledger has the others, the tracker still has the first's error
+    assert main(["file", str(out), "--repo", REPO, "--yes", *corpus]) == 0
+    text = capsys.readouterr().out
+    assert len(gh.creates()) == len(ids) - 1
+    assert f"skip {first}: {REPO} already has an issue with the same error message" in text
+    assert ledger(out) == records and [r["bucket"] for r in skipped_records(out)] == [first]  # replaced, not added
+
+    # --force files it (the others stay filed once), and says what it found
+    assert main(["file", str(out), "--repo", REPO, "--yes", "--force", *corpus]) == 0
+    text = capsys.readouterr().out
+    titles = [arg(c, "--title") for c in gh.creates()]
+    assert len(titles) == len(ids) and sum(f"[affuzz:{first}]" in t for t in titles) == 1
+    assert f"filed {first}: https://github.com/{REPO}/issues/{len(ids)}" in text
+    forced = ledger(out)[-1]
+    assert forced["bucket"] == first and [c["number"] for c in forced["candidates"]] == [7]
+    assert skipped_records(out) == []  # filed now
+    assert main(["file", str(out), "--repo", REPO, "--yes", "--force", *corpus]) == 0
+    assert len(gh.creates()) == len(ids) and "nothing to file" in capsys.readouterr().out
+
+
+def test_force_never_files_a_draft_whose_token_the_repository_has(out: Path, gh: FakeGh, tmp_path: Path) -> None:
+    ids = verified(out)
+    gh.existing([{"url": f"https://github.com/{REPO}/issues/3", "title": f"old [affuzz:{ids[0]}]"}])
+    assert main(["file", str(out), "--repo", REPO, "--yes", "--force", "--corpus", str(tmp_path / "none")]) == 0
+    assert not any(f"[affuzz:{ids[0]}]" in arg(c, "--title") for c in gh.creates())
+    assert any(r["bucket"] == ids[0] and "/issues/3" in r["reason"] for r in skipped_records(out))
+
+
+def test_dry_run_with_search_lists_the_candidates_and_files_nothing(out: Path, gh: FakeGh, capsys) -> None:
+    first, second, same, _ = tracker(out, gh)
+    assert main(["file", str(out), "--repo", REPO, "--search"]) == 0
+    text = capsys.readouterr().out
+    assert f"would file {first}" in text  # still listed: a dry run decides nothing
+    assert f"    #7 [open] {same['title']} {same['url']} (the same error message)" in text
+    assert f"{first}: would skip: {REPO} already has an issue with the same error message: #7" in text
+    assert f"{second}: would skip" not in text
+    assert gh.calls()[0] == ["auth", "status"] and len(gh.searches()) == len(verified(out))
+    assert gh.creates() == [] and not (out / "filed.json").exists()
+
+
+def test_dry_run_search_needs_a_usable_gh(out: Path, gh: FakeGh, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("FAKE_GH_AUTH", "1")
+    assert main(["file", str(out), "--repo", REPO, "--search"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "gh is not logged in" in err
+
+
+def test_what_the_tracker_is_searched_for() -> None:
+    from fuzzer.publish.filing import Draft, candidates, error_of, search_queries
+    from fuzzer.publish.rundata import BucketData
+
+    def bucket(signature: str, transforms: list[str], features: list[str]) -> BucketData:
+        verdict = signature.split("|")[0]
+        summary = {"id": "b", "signature": signature, "verdict": verdict, "oracle": "functorch_vs_create_graph"}
+        return BucketData(summary={**summary, "transforms": transforms, "signature_features": features})
+
+    value = bucket("value_mismatch|jacrev_vs_jacfwd|hessian>jacrev|custom_jvp", ["hessian", "jacrev"], ["custom_jvp"])
+    assert search_queries(value) == ("autograd.Function hessian jacrev jvp",) and error_of(value) == ""
+    seed = bucket("x", ["autograd_grad", "grad"], ["output_is_input", "saved_output", "grad_unused"])
+    assert search_queries(seed) == ("autograd.Function autograd.grad grad save_for_backward",)
+    fp = "RuntimeError: The size of tensor a (N) must match the size of tensor b (N) at non-singleton dimension N @ -"
+    error = bucket(f"error|{fp}", ["jacfwd", "vmap"], ["generate_vmap_rule"])
+    assert search_queries(error) == ('"must match the size of tensor b"',)
+    assert (
+        error_of(error) == "the size of tensor a (n) must match the size of tensor b (n) at non-singleton dimension n"
+    )
+    bare = bucket("torch_bug_error|AssertionError:  @ torch/_functorch/vmap.py:wrap_batched", ["hessian", "vmap"], [])
+    assert search_queries(bare) == ("autograd.Function hessian vmap",) and error_of(bare) == ""  # nothing to quote
+
+    class Tracker:
+        def search(self, repo: str, query: str) -> list[dict[str, Any]]:
+            return [
+                {
+                    "number": 1,
+                    "title": "t",
+                    "state": "OPEN",
+                    "url": "u1",
+                    "body": "The size of tensor a (3) must match",
+                },
+                {
+                    "number": 2,
+                    "title": "RuntimeError: The size of tensor a (3) must match the size of tensor b (4) at "
+                    "non-singleton dimension 1",
+                    "state": "CLOSED",
+                    "url": "u2",
+                },
+                {"number": 1, "title": "a duplicate", "state": "OPEN", "url": "u1"},
+            ]
+
+    draft = Draft("b", Path("b.md"), "t", (), search_queries(error), error_of(error))
+    found = candidates(Tracker(), REPO, draft)  # type: ignore[arg-type]
+    assert [(c.number, c.state, c.same_error) for c in found] == [(2, "closed", True), (1, "open", False)]
+    value_draft = Draft("b", Path("b.md"), "t", (), search_queries(value), error_of(value))
+    assert not any(c.same_error for c in candidates(Tracker(), REPO, value_draft))  # type: ignore[arg-type]
 
 
 def test_an_interrupted_filing_keeps_what_it_filed(out: Path, gh: FakeGh, tmp_path: Path, monkeypatch, capsys) -> None:
@@ -301,6 +494,19 @@ def test_help_explains_dry_run_ledger_labels_and_pytorch(capsys) -> None:
         main(["file", "--help"])
     assert e.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
-    for needle in ("dry run", "--yes", "filed.json", "gh auth status", "[affuzz:<bucket id>]", "--labels", "upstream"):
+    for needle in (
+        "dry run",
+        "--yes",
+        "filed.json",
+        "gh auth status",
+        "[affuzz:<bucket id>]",
+        "--labels",
+        "upstream",
+        "--search",
+        "--force",
+        "gh search issues",
+        "same error",
+        "does not call gh",
+    ):
         assert needle in text, needle
     assert "--repo pytorch/pytorch" in text and "pytorch/PyTorch" in text

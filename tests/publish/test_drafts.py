@@ -96,7 +96,53 @@ def test_known_upstream_buckets_get_an_index_line_instead(drafted: tuple[Path, l
     assert out / "issues" / f"{ids[0]}.md" not in paths
     assert not (out / "issues" / f"{ids[0]}.md").exists()  # the earlier draft is gone
     index = (out / "issues" / "README.md").read_text()
-    assert f"`{ids[0]}`: known: #4242 https://github.com/pytorch/pytorch/issues/4242" in index
+    assert f"`{ids[0]}`: known: #4242 https://github.com/pytorch/pytorch/issues/4242 (open; a test entry)" in index
+
+
+def test_related_issues_are_named_and_the_draft_stays(drafted: tuple[Path, list[Path]], tmp_path: Path) -> None:
+    src, _ = drafted
+    out = tmp_path / "out"
+    shutil.copytree(src, out)
+    ids = [b["id"] for b in summary(out)["buckets"] if b["status"] == "verified"]
+    near = KnownIssue(
+        "https://github.com/pytorch/functorch/issues/77",
+        77,
+        "a neighbouring bug",
+        {"ids": [ids[1]]},
+        state="closed",
+        fixed_by="https://github.com/pytorch/pytorch/pull/78",
+        related=True,
+    )
+    paths = write_drafts(out, known=(near,))
+    assert out / "issues" / f"{ids[1]}.md" in paths  # drafted all the same
+    text = (out / "issues" / f"{ids[1]}.md").read_text()
+    assert (
+        "**Related upstream issues**" in text
+        and "https://github.com/pytorch/functorch/issues/77 (closed by #78)" in text
+    )
+    assert text.index("**Related upstream issues**") < text.index("### Versions")
+    assert "Related upstream issues" not in (out / "issues" / f"{ids[0]}.md").read_text()
+    index = (out / "issues" / "README.md").read_text()
+    assert f"`{ids[1]}`: related: pytorch/functorch#77 https://github.com/pytorch/functorch/issues/77" in index
+    assert "0 known upstream" in index
+
+
+def test_the_report_and_the_index_say_what_the_table_knows(drafted: tuple[Path, list[Path]]) -> None:
+    from fuzzer.publish.upstream import known_issue, related_issues
+
+    out, _ = drafted
+    report = (out / "report.md").read_text()
+    index = (out / "issues" / "README.md").read_text()
+    for b in summary(out)["buckets"]:
+        k = known_issue(b)
+        if k is not None:
+            assert f"- {b['id']}: known: {k.ref} {k.issue}" in report
+            if b["status"] == "verified":
+                assert f"`{b['id']}`: known: {k.ref} {k.issue}" in index
+        for r in related_issues(b):
+            assert f"- {b['id']}: related: {r.ref} {r.issue}" in report
+            if b["status"] == "verified":
+                assert f"`{b['id']}`: related: {r.ref} {r.issue}" in index
 
 
 def bucket(verdict: str, transforms: list[str], features: list[str], oracle: str = "functorch_vs_create_graph", **rec):

@@ -30,7 +30,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     replay.add_argument("--json", type=Path, metavar="FILE", help="write one record per case x interpreter")
     replay.add_argument(
-        "--update", action="store_true", help="record new verdicts and statuses (fixed-in X) in the corpus"
+        "--update",
+        action="store_true",
+        help="record new verdicts and statuses (fixed-in X) in the corpus, and re-render each entry's repro.py "
+        "in the current style from the newest replayed torch that shows its bug (kept only if it reproduces there)",
     )
     replay.add_argument("--timeout", type=duration, default=60.0, metavar="SECONDS", help="per case (default 60 s)")
 
@@ -82,6 +85,10 @@ def command(args: argparse.Namespace) -> int:
     if args.update:
         for line in update_corpus(results):
             console.print(f"recorded: {line}", highlight=False)
+        from ..history.rerender import rerender_from_replay
+
+        for line in rerender_from_replay(results):  # NOTE [corpus repros]
+            console.print(f"repro: {line}", highlight=False)
     if errors:
         return EXIT_USAGE
     if args.update:

@@ -32,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def command(args: argparse.Namespace) -> int:
     from ..history.corpus import CorpusError, load_entry, update_meta
-    from ..history.torch_bisect import bisect, evaluator, released_versions
+    from ..history.torch_bisect import BisectError, bisect, bisected_status, evaluator, released_versions, unprobed
 
     try:
         entry = load_entry(args.case)
@@ -54,8 +54,24 @@ def command(args: argparse.Namespace) -> int:
     print(f"bisecting {entry.id} ({oracle}) over {len(versions)} releases: {', '.join(versions)}", flush=True)
     result = bisect(versions, evaluator(entry.case, oracle, timeout=args.timeout), log=lambda s: print(s, flush=True))
     print(result.summary())
-    if args.update and entry.meta and result.first_changed is not None:
-        if result.verdicts[result.first_changed] == "consistent":
-            update_meta(entry, status=f"fixed-in {result.first_changed}")
-            print(f"recorded: {entry.id}: status fixed-in {result.first_changed}")
+    if args.versions and result.first_changed is not None and result.before is not None:
+        try:  # best effort: the package index may be out of reach
+            skipped = unprobed(result, released_versions(result.before, result.first_changed))
+        except (BisectError, OSError):
+            skipped = []
+        if skipped:
+            named = skipped[0] if len(skipped) == 1 else f"{len(skipped)} releases ({skipped[0]} to {skipped[-1]})"
+            print(
+                f"note: {named} between {result.before} and {result.first_changed} "
+                f"{'was' if len(skipped) == 1 else 'were'} not probed: the change is in "
+                f"{skipped[0] if len(skipped) == 1 else 'one of them'} or in {result.first_changed} "
+                f"(--range {result.before}..{result.first_changed} pins it)"
+            )
+    if args.update and entry.meta:
+        status = bisected_status(entry.status, result)
+        if status is not None:
+            update_meta(entry, status=status)
+            print(f"recorded: {entry.id}: status {status}")
+        elif result.first_changed is not None and result.verdicts[result.first_changed] == "consistent":
+            print(f"kept: {entry.id}: status {entry.status} (within {result.before}..{result.first_changed})")
     return EXIT_OK

@@ -36,7 +36,7 @@ from typing import Any
 from ..ir.case import Case
 from ..ir.serde import case_to_json
 from ..ir.verdicts import ERROR_VERDICTS, QUIET_VERDICTS
-from .corpus import Entry, history_verdict, recorded, version_tuple
+from .corpus import STATUS, Entry, history_verdict, recorded, version_tuple
 from .replay_worker import PREFIX
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -53,6 +53,8 @@ class ReplayResult:
     verdict: str
     detail: str = ""
     change: str = ""
+    fingerprint: str = ""  # NOTE [error buckets]: the error that keys an error verdict
+    outcome: dict[str, Any] | None = None  # the judge's Outcome.to_json(), where the case ran
 
     def record(self) -> dict[str, Any]:
         return {
@@ -104,6 +106,7 @@ class ChildInterpreter:
         self.hang_grace = hang_grace  # beyond twice the case timeout (the worker's own limit), for start-up
         self.torch_version = "?"
         self.restarts = 0
+        self.last: dict[str, Any] = {}  # the last case's fingerprint and outcome (ReplayResult's fields)
         self._proc: subprocess.Popen[str] | None = None
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._start()
@@ -145,7 +148,9 @@ class ChildInterpreter:
         return json.loads(line)
 
     def evaluate(self, case: Case, oracle: str, timeout: float) -> tuple[str, str]:
-        """(verdict, detail); ``crash``/``hang`` when the worker died or did not answer in time."""
+        """(verdict, detail); ``crash``/``hang`` when the worker died or did not answer in time. The last
+        reply's fingerprint and outcome are in :attr:`last`."""
+        self.last = {}
         assert self._proc is not None and self._proc.stdin is not None
         request = json.dumps({"case": case_to_json(case), "oracle": oracle, "timeout": timeout})
         try:
@@ -159,6 +164,7 @@ class ChildInterpreter:
             self._restart()
             return "crash", str(e) if isinstance(e, ChildCrashed) else "worker exited"
         detail = reply.get("detail") or ""
+        self.last = {"fingerprint": reply.get("fingerprint") or "", "outcome": reply.get("outcome")}
         return reply["verdict"], detail
 
     def _restart(self) -> None:
@@ -185,13 +191,16 @@ class ThisInterpreter:
         self.python = sys.executable
         self.torch_version = torch.__version__
         self._judge = Judge(timeout=None)
+        self.last: dict[str, Any] = {}  # the last case's fingerprint and outcome (ReplayResult's fields)
 
     def evaluate(self, case: Case, oracle: str, timeout: float) -> tuple[str, str]:
         self._judge.timeout = timeout
+        self.last = {}
         try:
             j = self._judge(case, oracle)
         except Exception as e:  # noqa: BLE001
             return "error", f"{type(e).__name__}: {e}"
+        self.last = {"fingerprint": j.fingerprint, "outcome": j.outcome.to_json() if j.outcome is not None else None}
         return j.verdict, self._detail(j)
 
     def close(self) -> None:
@@ -216,7 +225,7 @@ def replay(
     for interp in interpreters:
         for entry in entries:
             verdict, detail = interp.evaluate(entry.case, entry.oracle, timeout)
-            r = ReplayResult(entry, interp.torch_version, interp.python, verdict, detail)
+            r = ReplayResult(entry, interp.torch_version, interp.python, verdict, detail, **interp.last)
             r.change = change_of(entry, interp.torch_version, verdict)
             results.append(r)
             if on_result is not None:
@@ -224,10 +233,25 @@ def replay(
     return results
 
 
+def fixed_in(status: str) -> tuple[int, ...] | None:
+    """``fixed-in 2.14.1`` -> (2, 14, 1); None for ``open`` and ``expected``."""
+    m = STATUS.match(status)
+    return version_tuple(m.group(2)) if m and m.group(2) else None
+
+
+def _fix_point(entry: Entry, results: list[ReplayResult], release: tuple[int, ...]) -> bool:
+    """Whether the entry can be ``fixed-in release``: no newer release shows anything but ``consistent``,
+    in its history or in this replay (a crash or hang says nothing)."""
+    known = {version_tuple(str(h.get("torch_version") or "")): h.get("verdict") for h in entry.meta.get("history", [])}
+    known.update({version_tuple(r.torch_version): r.verdict for r in results if r.verdict not in ("crash", "hang")})
+    return all(verdict == "consistent" for v, verdict in known.items() if v > release)
+
+
 def update_corpus(results: list[ReplayResult]) -> list[str]:
     """``--update``: record each changed result in its entry's history; a fixed entry becomes ``fixed-in
-    V`` for the lowest replayed release where it is consistent, a regressed one ``open`` again. Returns
-    one line per change recorded."""
+    V`` for the lowest replayed release where it is consistent with no newer release disagreeing (an
+    entry already ``fixed-in`` a newer release moves down to V: the replay has seen the fix earlier), a
+    regressed one ``open`` again. Returns one line per change recorded."""
     lines = []
     by_entry: dict[Path, list[ReplayResult]] = {}
     for r in results:
@@ -243,8 +267,9 @@ def update_corpus(results: list[ReplayResult]) -> list[str]:
                 lines.append(f"{entry.id}: torch {r.torch_version}: {r.verdict} (before it was first seen)")
                 continue
             status = None
-            if r.change == "fixed" and not entry.status.startswith("fixed-in"):
-                status = f"fixed-in {'.'.join(map(str, version_tuple(r.torch_version)))}"
+            release, fixed = version_tuple(r.torch_version), fixed_in(entry.status)
+            if r.change == "fixed" and (fixed is None or release < fixed) and _fix_point(entry, rs, release):
+                status = f"fixed-in {'.'.join(map(str, release))}"
             elif r.change == "regressed":
                 status = "open"
             recorded(entry, r.torch_version, r.verdict, status)

@@ -124,7 +124,7 @@ def run_repro(
         env["PYTHONPATH"] = str(pythonpath)
     try:
         proc = subprocess.run(
-            [python, repro.name],
+            [os.path.abspath(python) if os.sep in python else python, repro.name],  # it runs in repro's folder
             cwd=repro.parent,
             capture_output=True,
             text=True,

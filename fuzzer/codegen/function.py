@@ -250,13 +250,21 @@ def _vmap_rule(fn: FunctionDef) -> list[str]:
     """
     xs = [f"x{i}" for i in range(fn.n_inputs)]
     n_out = len(fn.outputs)
+    if len(xs) == 1:  # the batch dim of the one input moved to the front, or the input expanded
+        front = [
+            "        x0 = x0.movedim(in_dims[0], 0) if in_dims[0] is not None else x0.expand(info.batch_size, *x0.shape)"
+        ]
+    else:
+        front = [
+            f"        {_tup(xs)} = [",
+            "            x.movedim(d, 0) if d is not None else x.expand(info.batch_size, *x.shape)",
+            f"            for x, d in zip(({', '.join(xs)}), in_dims)",
+            "        ]",
+        ]
     lines = [
         "    @staticmethod",
         f"    def vmap(info, in_dims, {', '.join(_args(fn))}):",
-        f"        {_tup(xs)} = [",
-        "            x.movedim(d, 0) if d is not None else x.expand(info.batch_size, *x.shape)",
-        f"            for x, d in zip(({xs[0] + ',' if len(xs) == 1 else ', '.join(xs)}), in_dims)",
-        "        ]",
+        *front,
         f"        outs = [{CLASS_NAME}.apply({', '.join([x + '[i]' for x in xs] + _args(fn)[len(xs) :])}) for i in range(info.batch_size)]",
     ]
     scale = " * 2" if fn.vmap_rule == "custom_wrong" else ""

@@ -19,7 +19,7 @@ from pathlib import Path
 from ..ir.case import Case, Transform
 from ..ir.features import derivatives_exact
 from ..ir.oracles import MAIN, REFERENCE_MODES, reference_case
-from ..ir.shapes import in_dims_of, input_shapes, needs_sum, output_shapes
+from ..ir.shapes import in_dims_of, input_shapes, level_input_shapes, level_output_shapes, needs_sum, output_shapes
 from .function import CLASS_NAME, render_function
 
 _RUNTIME = ("outcome", "finite_forward", "run", "too_slow", "check", "triage", "main")
@@ -77,7 +77,9 @@ def lib_sources(docstrings: bool = True) -> dict[str, str]:
     return out
 
 
-def _f(case: Case) -> list[str]:
+def _f(case: Case, *, compact: bool = False) -> list[str]:
+    """``f``, the function of the inputs the transforms see; ``compact`` (published repros): the bare
+    ``Fn.apply`` where that is all it is."""
     fn = case.function
     xs = ", ".join(f"x{i}" for i in range(fn.n_inputs))
     os_ = [f"o{j}" if j in case.f.uses or j in case.f.inplace else "_" for j in range(len(fn.outputs))]
@@ -96,6 +98,9 @@ def _f(case: Case) -> list[str]:
     if fn.non_tensor_output:
         ret = f"({ret}) * n" if " " in ret else f"{ret} * n"
     n_out = len(fn.outputs)
+    if compact and not inplace and not fn.non_tensor_output and case.f.uses == (0,) and n_out == 1:
+        if case.f.combine != "sum" and not fn.dirty and not fn.scalars:
+            return [f"f = {CLASS_NAME}.apply"]
     if not inplace and not fn.non_tensor_output and len(used) == 1:
         call = f"{CLASS_NAME}.apply({apply_args})" + (f"[{case.f.uses[0]}]" if n_out > 1 else "")
         return [f"def f({xs}):", f"    return {call}.sum()" if case.f.combine == "sum" else f"    return {call}"]
@@ -217,13 +222,21 @@ def compose(case: Case, mode: str) -> tuple[str, set[str]]:
 
 
 def compose_stack(
-    transforms: tuple[Transform, ...], sums: list[bool], n: int, mode: str, inner: str = "f"
+    transforms: tuple[Transform, ...],
+    sums: list[bool],
+    n: int,
+    mode: str,
+    inner: str = "f",
+    *,
+    scalar: list[bool] | None = None,
 ) -> tuple[str, set[str]]:
     """:func:`compose` of a bare stack around ``inner``, a function of ``n`` inputs; ``sums[i]``: whether
-    level i (outermost first) sums its inner output first."""
+    level i (outermost first) sums its inner output first; ``scalar[i]`` (create_graph mode): whether
+    level i differentiates a 0-d output w.r.t. a 0-d input (NOTE [scalar levels])."""
     expr = inner
     names: set[str] = set()
-    for t, s in reversed(list(zip(transforms, sums, strict=True))):
+    scalar = scalar or [False] * len(transforms)
+    for t, s, sc in reversed(list(zip(transforms, sums, scalar, strict=True))):
         if s:
             expr = f"summed({expr})"
             names.add("summed")
@@ -243,6 +256,13 @@ def compose_stack(
             if name == "autograd_grad" and isinstance(t.argnums, tuple):
                 name = "autograd_grads"
             expr = f"{name}({expr}{arg})"
+        elif sc and t.name in ("jacrev", "hessian", "jacfwd"):  # NOTE [scalar levels]
+            name = "jvp_dual" if t.name == "jacfwd" else "autograd_grad"
+            if t.name == "jacfwd":
+                expr = f"jvp_dual({expr}{arg})"
+            else:
+                for _ in range(2 if t.name == "hessian" else 1):
+                    expr = f"autograd_grad({expr}{arg}, create_graph=True)"
         else:
             name = _TWINS[t.name]
             if t.name == "hessian":
@@ -256,6 +276,30 @@ def compose_stack(
         if name in ("vjp_ones", "jvp_ones", "linearize_ones", "jvp_dual", "jacfwd_dual"):
             names.update(("_nums", "_replace_arg", "_result"))
     return expr, names
+
+
+def scalar_levels(case: Case) -> list[bool]:
+    """For each transform (outermost first): whether it differentiates a 0-d output w.r.t. a 0-d input.
+
+    NOTE [scalar levels]
+    A Jacobian of a 0-d output w.r.t. a 0-d input is its one derivative: there ``jacrev_loop`` (one
+    ``autograd.grad`` per output element, create_graph=True) computes what ``autograd_grad(...,
+    create_graph=True)`` does, and ``jacfwd_dual`` (one basis tangent, which is ``ones``) what
+    ``jvp_dual`` does, zeros where nothing reaches the input included. A published repro writes those
+    levels so, which lets them be straight-line code (NOTE [straight-line sides]); the script the
+    fuzzer executes keeps the general twins (tests/codegen/test_modes.py checks the two agree in value).
+    They agree in value, not in every error: ``jacfwd_dual``'s tangent is a view of ``eye``, ``jvp_dual``'s
+    is not, and a bug can need that (corpus error-e349ed6e78). So this is part of the straight-line
+    attempt: where it does not reproduce, the fallback (``Expect.straight=False``) writes the twins."""
+    ins = level_input_shapes(case)  # innermost first
+    outs = level_output_shapes(case)
+    depth = len(case.transforms)
+    res = []
+    for i, t in enumerate(case.transforms):
+        lvl = depth - 1 - i
+        arg = t.argnums if isinstance(t.argnums, int) else None
+        res.append(arg is not None and ins[lvl][arg] == () and outs[lvl] == ())
+    return res
 
 
 def qualified(expr: str) -> str:
@@ -318,6 +362,15 @@ def render(
     fc_expr, fc_names = compose(case, "functorch")
     reference_mode = REFERENCE_MODES[oracle]
     cg_expr, cg_names = _reference_side(case, oracle)
+    if (
+        expect is not None
+        and expect.straight
+        and oracle == MAIN
+        and not any(isinstance(t.argnums, tuple) for t in case.transforms)
+    ):
+        cg_expr, cg_names = compose_stack(  # NOTE [scalar levels]
+            case.transforms, needs_sum(case), fn.n_inputs, "create_graph", scalar=scalar_levels(case)
+        )
     extra = [(o, *_reference_side(case, o)) for o in also if o != oracle]
     for _, _, names in extra:
         cg_names = cg_names | names
@@ -351,7 +404,7 @@ def render(
     out += ["", ""]
     out += render_function(fn, base, case.inputs.dtype, compact=expect is not None)
     out += ["", ""]
-    out += _f(case)
+    out += _f(case, compact=expect is not None)
     if full:
         out += ["", ""]
         out += _inputs(case)
@@ -431,6 +484,10 @@ def render(
     return "\n".join(out)
 
 
+#: Characters of input expressions a published repro writes into each side's call (else ``inputs()``).
+_INLINE_INPUTS = 160
+
+
 def _compact_tail(
     case: Case, expect: Expect, style: str, side_a: tuple[str, str, bool], side_b: tuple[str, str, bool]
 ) -> list[str]:
@@ -444,12 +501,13 @@ def _compact_tail(
     ``torch.testing.assert_close`` decides. An error finding runs only the side whose error names its
     bucket (NOTE [the repro shows the bucket] in :mod:`fuzzer.publish.findings`), uncaught:
     exit 1 with that traceback while it raises, 0 once it returns."""
-    single = case.function.n_inputs == 1
+    # the inputs written into each call (fresh for each side) where they fit on its line, else inputs()
+    inline = sum(len(x) + 2 for x in _input_exprs(case, ", requires_grad=True")) <= _INLINE_INPUTS
     sides = []
     for (label, expr, grad), raises in zip((side_a, side_b), (expect.a_raises, expect.b_raises), strict=True):
-        if single:  # the input written into the call: fresh for each side
-            x = _input_exprs(case, ", requires_grad=True" if grad else "")[0]
-            sides.append((label, f"{expr}({x})", raises))
+        if inline:
+            xs = ", ".join(_input_exprs(case, ", requires_grad=True" if grad else ""))
+            sides.append((label, f"{expr}({xs})", raises))
         else:
             sides.append((label, f"{expr}(*inputs({'True' if grad else ''}))", raises))
     first, last = (sides[1], sides[0]) if expect.last == 0 else (sides[0], sides[1])
@@ -483,7 +541,7 @@ def _compact_tail(
         else:
             body += [f'print("{first[0]}:", {first[1]})']
         body += [f"{last[1]}  # raises (exit 1) while the bug is there"]
-    head = [] if single else ["", "", *_inputs(case, requires_grad=True)]
+    head = [] if inline else ["", "", *_inputs(case, requires_grad=True)]
     if defs:
         head += ["", "", *defs]
     if style == "pytest":

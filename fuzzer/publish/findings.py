@@ -52,17 +52,14 @@ class Finding:
         return expect_of(self.signature.verdict, self.outcome, self.signature.error)
 
     def short_header(self) -> list[str]:
-        """Two lines for the published repro: signature and torch version; how it was found and shrunk (a
-        corpus entry's own lines where ``extra`` has them, NOTE [corpus repros])."""
+        """The published repro's header: one line, signature and torch version, and the triage's word on
+        which side is wrong where it has one (how it was found and shrunk is in ``finding.json``); a corpus
+        entry's own lines where ``extra`` has them (NOTE [corpus repros])."""
         if "repro_header" in self.extra:
             return list(self.extra["repro_header"])
         sig = self.signature
-        how = f"found by `{self.found_by}` (case {self.cases_to_find}, {self.seconds_to_find:.1f} s)"
-        if self.shrink.get("runs"):
-            how += f", shrunk in {self.shrink['runs']} runs ({self.shrink['seconds']:.1f} s)"
-        if "triage" in self.extra:
-            how += f"; triage: {self.extra['triage']}"
-        return [f"affuzz {sig.id} on torch {self.torch_version}: {sig.text}", how]
+        triage = f"; triage: {self.extra['triage']}" if "triage" in self.extra else ""
+        return [f"affuzz {sig.id} on torch {self.torch_version}: {sig.text}{triage}"]
 
     def header(self) -> list[str]:
         sig = self.signature
@@ -225,9 +222,9 @@ def expect_of(verdict: str, outcome: Outcome, fingerprint: str) -> Expect | None
 
 
 def repro_lines(case: Case, oracle: str, expect: Expect | None = None) -> int:
-    """Non-blank lines of the published repro of ``case``, its two header lines (short_header) included."""
+    """Non-blank lines of the published repro of ``case``, its header line (short_header) included."""
     text = render(case, oracle=oracle, style="repro", expect=expect)
-    return 2 + sum(1 for line in text.splitlines() if line.strip())
+    return 1 + sum(1 for line in text.splitlines() if line.strip())
 
 
 # ---------------------------------------------------------------------------------------------- buckets

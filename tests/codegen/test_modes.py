@@ -131,3 +131,28 @@ def test_short_twins_of_published_repros_compute_what_the_general_ones_do(short:
             compact(lambda x: h(x, y[0]), in_dims=1, out_dims=1)(x.T.clone()),
             vmap(lambda x: h(x, y[0]), in_dims=1, out_dims=1)(x.T.clone()),
         )
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: torch.sin(x) * x**2,
+        lambda x: torch.ones_like(x) * 3.0,  # nothing reaches x: zeros on both
+        lambda x: x.detach() * 2.0,
+    ],
+)
+def test_scalar_levels_compute_what_the_jacobian_twins_do(fn) -> None:
+    """NOTE [scalar levels]: at a 0-d input and output, jacrev_loop is autograd_grad(create_graph=True) and
+    jacfwd_dual is jvp_dual, also at second order and where no gradient reaches the input."""
+    from fuzzer.codegen.repro_lib import jacfwd_dual, jvp_dual
+
+    def x() -> torch.Tensor:
+        return torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+
+    def ag(h):
+        return autograd_grad(h, create_graph=True)
+
+    torch.testing.assert_close(ag(fn)(x()), jacrev_loop(fn)(x()))
+    torch.testing.assert_close(ag(ag(fn))(x()), jacrev_loop(jacrev_loop(fn))(x()))
+    torch.testing.assert_close(jvp_dual(fn)(x()), jacfwd_dual(fn)(x()))
+    torch.testing.assert_close(ag(ag(jvp_dual(fn)))(x()), jacrev_loop(jacrev_loop(jacfwd_dual(fn)))(x()))

@@ -1,18 +1,22 @@
 """Audit a run's published repros as a maintainer would first: run each ``OUT/findings/<bucket>/repro.py``
 in a fresh interpreter and set what it shows beside the bucket's fingerprint.
 
-    python bench/repro_audit.py OUT [--python PY] [--json FILE]
+    python bench/repro_audit.py OUT [--python PY] [--json FILE] [--rerender DIR]
 
 For an error bucket, the traceback's exception line (its key, NOTE [error buckets]) must be the bucket's
 fingerprint; for a value bucket, ``torch.testing.assert_close`` must fail. It also counts the repros
 whose last error matches a documented limitation's message in the known-limitations registry (a repro
 that shows user error instead of its bug), and prints repro sizes (non-blank lines, header included):
 median and max. Exit 1 if any repro does not show its bucket.
+
+``--rerender DIR``: first publish each finding of OUT again into DIR with today's renderer (staged and
+verified as a campaign does), then audit DIR: a renderer change measured on the same findings.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -22,7 +26,23 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from fuzzer.judge.compare import load_registry  # noqa: E402
-from fuzzer.publish.verify import line_key, run_repro  # noqa: E402
+from fuzzer.judge.judge import Judge  # noqa: E402
+from fuzzer.publish.findings import Finding  # noqa: E402
+from fuzzer.publish.verify import line_key, run_repro, stage, verify_and_publish  # noqa: E402
+
+
+def rerender(out: Path, dest: Path, python: str) -> None:
+    """Publish every finding of ``out`` again under ``dest/findings`` (or ``dest/unverified``). finding.json
+    keeps each side's outcome as a summary only, so the case is judged again here (this torch) for the
+    outcome the repro's form is chosen from; a finding judged otherwise now is left out, with a line."""
+    for d in sorted((out / "findings").iterdir()):
+        finding = Finding.from_dir(d)
+        j = Judge(timeout=120)(finding.case, finding.signature.oracle)
+        if j.outcome is None or j.verdict != finding.signature.verdict or j.fingerprint != finding.signature.error:
+            print(f"{d.name}: now {j.verdict} {j.fingerprint or ''}".rstrip())
+            continue
+        finding = dataclasses.replace(finding, outcome=j.outcome)
+        verify_and_publish(dest, stage(dest, finding), finding, python=python)
 
 
 def audit(out: Path, python: str) -> list[dict[str, object]]:
@@ -64,7 +84,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("out", type=Path)
     p.add_argument("--python", default=sys.executable)
     p.add_argument("--json", type=Path)
+    p.add_argument("--rerender", type=Path, metavar="DIR", help="publish OUT's findings again into DIR, audit DIR")
     args = p.parse_args(argv)
+    if args.rerender is not None:
+        rerender(args.out, args.rerender, args.python)
+        lost = sorted(p.name for p in (args.rerender / "unverified").glob("*"))
+        if lost:
+            print(f"not verified when published again: {', '.join(lost)}")
+        args.out = args.rerender
     rows = audit(args.out, args.python)
     print("| bucket | verdict | stack | fingerprint | exit | repro shows | match | lines |")
     print("|---|---|---|---|---|---|---|---|")

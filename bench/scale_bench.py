@@ -50,7 +50,6 @@ from fuzzer.gen.coverage import Coverage, Steering  # noqa: E402
 from fuzzer.gen.streams import Decoder  # noqa: E402
 from fuzzer.ir.features import features  # noqa: E402
 from fuzzer.ir.oracles import applicable  # noqa: E402
-from fuzzer.ir.validity import rule_conflict, sides  # noqa: E402
 
 
 def stream_cases(seed: int, slot: int, kwargs: dict[str, Any], count: int, skip: set[int], steer: bool):
@@ -77,13 +76,11 @@ def stream_cases(seed: int, slot: int, kwargs: dict[str, Any], count: int, skip:
 
 
 def bare_seconds(case: Any) -> float:
-    """The torch work of ``case``: both sides of every oracle that applies and that the judge runs (not
-    the comparisons NOTE [valid comparisons] skips), on fresh inputs; the scripts are rendered and loaded
+    """The torch work of ``case``: both sides of every oracle that applies (the judge runs all of them,
+    NOTE [broken rules] in fuzzer/judge/judge.py), on fresh inputs; the scripts are rendered and loaded
     before the clock starts."""
     total = 0.0
     for oracle in applicable(case):
-        if rule_conflict(case, *sides(case, oracle)) is not None:
-            continue
         ns: dict[str, Any] = {"__name__": "bare"}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

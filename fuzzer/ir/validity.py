@@ -50,7 +50,9 @@ The vmap rules the generator draws agree with forward by construction (``custom`
 per sample; ``generate`` is torch's own). The planted ``custom_wrong`` rule is never drawn: it is the
 test suite's stand-in for a torch bug (a vmap that returns wrong values), so it is judged like one.
 
-A comparison that is not applicable is not run and is counted as ``not_applicable`` with its reason.
+A comparison that is not applicable decides nothing and is counted as ``not_applicable`` with its
+reason; it still runs, for torch's own bugs: an error PyTorch calls a bug is a finding whatever the
+Function's rules are, and names the rule (NOTE [broken rules] in :mod:`fuzzer.judge.judge`, RULES).
 When the Function itself is under test (``affuzz check``; ``subject="function"``), every comparison
 runs and a disagreement of the rules is the Function's finding.
 
@@ -80,6 +82,23 @@ REASONS = (
     "backward_second_order",
     "backward_r_vs_f",
 )
+
+
+#: Each reason in words, for a finding whose Function breaks the rule (NOTE [broken rules]).
+RULES = {
+    "tensor_saved_on_ctx": "the Function stores a tensor directly on ctx; the setup_context docs say to save"
+    " tensors with ctx.save_for_backward / ctx.save_for_forward",
+    "repeated_output_contradicts": "the Function returns one tensor twice and its backward ignores the"
+    " gradient of one copy but not of the other",
+    "vmap_rule_loses_aliasing": "the Function's hand-written vmap rule loses the aliasing of its outputs,"
+    " which f modifies in place",
+    "backward_vs_jvp_first_order": "the Function's backward and jvp define different first derivatives",
+    "inplace_under_no_grad": "f modifies an output in place under no_grad, which forward AD sees and"
+    " reverse mode does not",
+    "backward_second_order": "the Function's backward is not differentiable as declared (once_differentiable,"
+    " a detached or recomputed saved tensor, a saved output whose gradient it drops)",
+    "backward_r_vs_f": "the Function's second derivative differs between reverse and forward mode over its backward",
+}
 
 
 @dataclass(frozen=True)

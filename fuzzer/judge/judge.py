@@ -5,12 +5,21 @@ shrinking (:func:`fuzzer.triage.shrink.case_runner`), replay in process and in r
 in order:
 
 1. NOTE [valid comparisons] (:mod:`fuzzer.ir.validity`): with torch under test, a comparison of rules the
-   Function itself makes disagree is not run: ``not_applicable`` with its reason.
+   Function itself makes disagree decides nothing about values: ``not_applicable`` with its reason,
+   unless torch calls its own error a bug (NOTE [broken rules]).
 2. NOTE [the repro is what runs] (:mod:`fuzzer.judge.execute`): the rendered script's own ``check()``
    decides the raw verdict (including ``nonfinite`` and ``torch_bug_error``).
 3. :func:`fuzzer.judge.compare.classify`: documented limitations per side; ``expected`` only when every
    error is explained; error findings get the fingerprint that buckets them (NOTE [error buckets]).
-4. NOTE [float32 findings] (below).
+4. NOTE [broken rules]
+A Function that breaks a documented rule, or whose own rules disagree (the validity table), makes a
+comparison of *values* meaningless; it never makes an internal assertion of torch acceptable. Such an
+oracle still runs (in the same script as the others, NOTE [one exec per case]): a ``torch_bug_error``
+there is a finding, its judgement naming the rule (``broken_rule``, a reason of
+:data:`fuzzer.ir.validity.REASONS`) so the finding, its repro header and its draft say it; every other
+verdict is ``not_applicable`` with that reason, as before, with no float32 re-check.
+
+NOTE [float32 findings] (below).
 
 NOTE [float32 findings]
 A float32 ``value_mismatch`` counts only if it persists in float64; otherwise it is rounding noise
@@ -39,6 +48,7 @@ class Judgement:
     fingerprint: str = ""  # NOTE [error buckets]
     outcome: Outcome | None = None
     float32_noise: bool = False
+    broken_rule: str | None = None  # a torch_bug_error of a Function that breaks this rule (NOTE [broken rules])
 
     @property
     def seconds(self) -> float:
@@ -77,20 +87,19 @@ class Judge:
         """The judgement of ``case`` under each of ``oracles``, every oracle that runs run from one script
         (NOTE [one exec per case]): the Function is defined once and side A, the same under every
         oracle, runs once. ``before(o)`` is called before oracle ``o`` runs."""
-        done: dict[str, Judgement] = {}
-        todo: list[tuple[str, tuple[SideInfo, SideInfo]]] = []
-        for oracle in oracles:
-            both = sides(case, oracle)
-            reason = rule_conflict(case, *both) if self.subject == "torch" else None
-            if reason is not None:
-                done[oracle] = Judgement("not_applicable", oracle, reason)
-            else:
-                todo.append((oracle, both))
-        if todo:
-            outcomes = run_oracles(case, tuple(o for o, _ in todo), timeout=self.timeout, before=before)
-            for oracle, both in todo:
-                done[oracle] = self._classify(case, oracle, both, outcomes[oracle], recheck)
-        return [done[o] for o in oracles]
+        todo = [(o, sides(case, o)) for o in oracles]
+        outcomes = run_oracles(case, oracles, timeout=self.timeout, before=before)
+        done: list[Judgement] = []
+        for oracle, both in todo:
+            rule = rule_conflict(case, *both) if self.subject == "torch" else None
+            j = self._classify(case, oracle, both, outcomes[oracle], recheck and rule is None)
+            if rule is not None:  # NOTE [broken rules]
+                if j.verdict == "torch_bug_error":
+                    j = replace(j, broken_rule=rule)
+                else:
+                    j = Judgement("not_applicable", oracle, rule, outcome=j.outcome)
+            done.append(j)
+        return done
 
     def _classify(
         self, case: Case, oracle: str, both: tuple[SideInfo, SideInfo], outcome: Outcome, recheck: bool

@@ -28,6 +28,7 @@ from ..ir.case import FORWARD_MODE_TRANSFORMS, OUTER_TRANSFORMS
 from ..ir.files import atomic_write_text
 from ..ir.oracles import MAIN, alternate_stack
 from ..ir.serde import case_from_json
+from ..ir.validity import RULES
 from .rundata import BucketData, RunData, load_run
 from .upstream import KnownIssue, known_issue, related_issues
 
@@ -414,6 +415,12 @@ def _expected(bucket: BucketData, s: Sides) -> str:
     text = "Both sides return the same result, or raise the same error."
     if verdict == "torch_bug_error":
         text += " PyTorch itself calls this error a bug (an internal assert or an assertion inside torch)."
+        rule = record.get("broken_rule")
+        if rule:  # NOTE [broken rules]
+            text += (
+                f" Note: {RULES.get(rule, rule)} ({rule}), so the two sides' values are not compared here; "
+                "that is the Function's fault, but it does not make an internal error of torch acceptable."
+            )
     return text
 
 

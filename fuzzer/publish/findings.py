@@ -25,6 +25,7 @@ from typing import Any
 from ..codegen.render import Expect, render
 from ..ir.case import Case
 from ..ir.serde import case_from_json, case_to_json
+from ..ir.validity import RULES, not_applicable
 from ..judge.execute import Outcome, Side
 from ..triage.buckets import Bucket
 from ..triage.shrink import Goal
@@ -51,6 +52,14 @@ class Finding:
         """How its published repro ends (NOTE [the repro shows the bucket], at :func:`expect_of`)."""
         return expect_of(self.signature.verdict, self.outcome, self.signature.error)
 
+    @property
+    def broken_rule(self) -> str | None:
+        """NOTE [broken rules]: the rule the Function breaks, for a torch-bug error found in a comparison
+        the validity table calls not applicable (None otherwise)."""
+        if self.signature.verdict != "torch_bug_error":
+            return None
+        return not_applicable(self.case, self.signature.oracle)
+
     def short_header(self) -> list[str]:
         """The published repro's header: one line, signature and torch version, and the triage's word on
         which side is wrong where it has one (how it was found and shrunk is in ``finding.json``); a corpus
@@ -59,7 +68,12 @@ class Finding:
             return list(self.extra["repro_header"])
         sig = self.signature
         triage = f"; triage: {self.extra['triage']}" if "triage" in self.extra else ""
-        return [f"affuzz {sig.id} on torch {self.torch_version}: {sig.text}{triage}"]
+        rule = (
+            f"; the Function breaks a rule ({self.broken_rule}), torch's internal error stands"
+            if self.broken_rule
+            else ""
+        )
+        return [f"affuzz {sig.id} on torch {self.torch_version}: {sig.text}{triage}{rule}"]
 
     def header(self) -> list[str]:
         sig = self.signature
@@ -71,6 +85,7 @@ class Finding:
             f"found by {self.found_by} on torch {self.torch_version}, case {self.cases_to_find}"
             f" after {self.seconds_to_find:.1f} s",
             *([f"triage: {self.extra['triage']}"] if "triage" in self.extra else []),
+            *([f"broken rule: {RULES[self.broken_rule]} ({self.broken_rule})"] if self.broken_rule else []),
             "Run: python repro.py   (exit 1 while the two sides disagree, 0 once they agree)",
             "",
         ]
@@ -99,6 +114,7 @@ class Finding:
             "reference": self.outcome.reference.summary(),
             "verification": verification,
             "shrink": self.shrink,
+            **({"broken_rule": self.broken_rule} if self.broken_rule else {}),
             **self.extra,
         }
 
@@ -184,6 +200,7 @@ RECORD_KEYS = frozenset(
         "reference",
         "verification",
         "shrink",
+        "broken_rule",
     }
 )
 
@@ -262,6 +279,7 @@ def bucket_from_json(d: dict[str, Any], out: Path) -> Bucket[Finding]:
 
 def bucket_row(b: Bucket[Finding], out: Path, stacks: dict[str, int]) -> dict[str, Any]:
     """A bucket as ``summary.json`` lists it (``stacks``: "oracle: stack" -> hits)."""
+    rule = b.published.broken_rule
     return {
         "id": b.signature.id,
         "signature": b.signature.text,
@@ -274,7 +292,10 @@ def bucket_row(b: Bucket[Finding], out: Path, stacks: dict[str, int]) -> dict[st
         "raw_signatures": b.raw_signatures,
         "stacks": dict(stacks),
         "status": b.status,
-        "triage": b.published.extra.get("triage"),
+        # NOTE [broken rules]: a torch-bug error of a Function that breaks a rule says which, where the
+        # triage of a value finding would be
+        "triage": b.published.extra.get("triage") or (f"breaks {rule}" if rule else None),
+        "broken_rule": rule,
         "shrink_seconds": b.shrink_seconds,
         "repro_lines": b.published.shrink.get("lines_after"),
         "seconds_to_find": round(b.first.seconds_to_find, 3),

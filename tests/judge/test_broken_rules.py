@@ -1,0 +1,67 @@
+"""NOTE [broken rules]: a Function that breaks a documented rule makes a value comparison meaningless, never
+an internal error of torch acceptable. On real torch: a torch-bug error of such a Function is a finding that
+names the rule; the same stack over a Function that breaks the same rule but runs cleanly is not one."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from fuzzer.ir.oracles import MAIN
+from fuzzer.ir.serde import case_from_json
+from fuzzer.ir.validity import RULES, not_applicable
+from fuzzer.judge.judge import Judge
+from fuzzer.publish.findings import Finding
+from fuzzer.triage.signature import Signature, skeleton
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def _ctx_case():
+    # autograd_grad > jvp over a Function that keeps x0 and an output on ctx, returns one tensor twice
+    # and whose jvp returns one tangent for both; f doubles both outputs in place. Plain forward AD
+    # raises "is_inplace_op INTERNAL ASSERT FAILED" (torch 2.0.1 .. 2.14.1).
+    return case_from_json(json.loads((DATA / "ctx_internal_assert_case.json").read_text()))
+
+
+def test_an_internal_assert_of_a_function_that_keeps_a_tensor_on_ctx_is_a_finding() -> None:
+    case = _ctx_case()
+    assert not_applicable(case, MAIN) == "tensor_saved_on_ctx"  # the validity table's word on values
+    j = Judge()(case, MAIN)
+    assert j.verdict == "torch_bug_error", (j.verdict, j.reason)
+    assert j.broken_rule == "tensor_saved_on_ctx"
+    assert "INTERNAL ASSERT FAILED" in j.fingerprint
+    finding = Finding(
+        case=case,
+        signature=Signature(j.verdict, MAIN, skeleton(case), (), j.fingerprint),
+        features=(),
+        outcome=j.outcome,
+        seconds_to_find=0.0,
+        cases_to_find=1,
+        torch_version=torch.__version__,
+        found_by="test",
+    )
+    assert finding.broken_rule == "tensor_saved_on_ctx"
+    assert "breaks a rule (tensor_saved_on_ctx)" in finding.short_header()[0]
+    assert any(RULES["tensor_saved_on_ctx"] in line for line in finding.header())
+    assert finding.record({})["broken_rule"] == "tensor_saved_on_ctx"
+
+
+def test_a_function_that_breaks_the_rule_but_runs_cleanly_is_not_a_finding() -> None:
+    """The same stack, a Function of one output that keeps x0 on ctx: the comparison of values is not
+    applicable, and nothing torch calls a bug happens, so nothing is reported."""
+    case = _ctx_case()
+    fn = replace(case.function, outputs=case.function.outputs[:1], saved=("x0",), on_ctx=("x0",))
+    clean = replace(case, function=fn, f=replace(case.f, uses=(0,), inplace=()))
+    j = Judge()(clean, MAIN)
+    assert (j.verdict, j.reason, j.broken_rule) == ("not_applicable", "tensor_saved_on_ctx", None)
+    assert j.outcome is not None  # it ran: a torch bug there would have been seen
+
+
+def test_the_function_under_test_keeps_every_verdict() -> None:
+    """``affuzz check`` (subject="function"): no comparison is not applicable, no rule is named."""
+    j = Judge(subject="function")(_ctx_case(), MAIN)
+    assert j.verdict == "torch_bug_error" and j.broken_rule is None

@@ -74,6 +74,7 @@ _F = ("jacfwd", "jvp", "linearize")
 #: torch.func transforms that run the Function under vmap (directly or through their own vmap).
 _VMAPS = ("vmap", "jacrev", "jacfwd", "hessian")
 REASONS = (
+    "saved_tensor_modified_in_place",
     "tensor_saved_on_ctx",
     "repeated_output_contradicts",
     "vmap_rule_loses_aliasing",
@@ -86,6 +87,9 @@ REASONS = (
 
 #: Each reason in words, for a finding whose Function breaks the rule (NOTE [broken rules]).
 RULES = {
+    "saved_tensor_modified_in_place": "f modifies in place an output whose tensor the Function saved for"
+    " backward or forward (the in-place correctness checks of the autograd docs); values computed from it"
+    " are the corrupted ones",
     "tensor_saved_on_ctx": "the Function stores a tensor directly on ctx; the setup_context docs say to save"
     " tensors with ctx.save_for_backward / ctx.save_for_forward",
     "repeated_output_contradicts": "the Function returns one tensor twice and its backward ignores the"
@@ -227,6 +231,32 @@ def rule_conflict(case: Case, a: SideInfo, b: SideInfo) -> str | None:
         return None
     if a.path[0] == "R" and (fn.once_differentiable or aliased_drops(fn) & _saved_outputs(fn)):
         return "backward_r_vs_f"
+    return None
+
+
+def _base(fn: FunctionDef, ref: str) -> str:
+    """The tensor ``ref`` (``x``/``t``/``o`` name) is, or views: an input or intermediate name."""
+    if ref.startswith("o"):
+        return _base(fn, fn.outputs[int(ref[1:])].ref)
+    return ref
+
+
+def values_meaningless(case: Case) -> str | None:
+    """Why no value that ``case`` computes means anything, whatever the oracle (None: they do).
+
+    ``f`` modifying in place an output whose tensor the Function saved (the very tensor, a view of it,
+    or the same tensor returned twice) corrupts what the rules read: plain autograd refuses it ("one of
+    the variables needed for gradient computation has been modified by an inplace operation", a
+    documented limitation), torch.func does not check versions and computes from the modified value, so
+    two torch.func sides may disagree by how often they read it. Unlike :func:`rule_conflict`, errors
+    stay meaningful: an unexplained error of such a case is still a finding (NOTE [broken rules] in
+    :mod:`fuzzer.judge.judge`)."""
+    fn = case.function
+    changed = {_base(fn, fn.outputs[j].ref) for j in case.f.inplace}
+    # a saved intermediate is recomputed in setup_context (a new tensor); a legacy forward saves its own
+    saved = {_base(fn, r) for r in fn.saved if not r.startswith("t") or fn.style == "legacy"}
+    if changed & saved:
+        return "saved_tensor_modified_in_place"
     return None
 
 

@@ -11,15 +11,18 @@ in order:
    decides the raw verdict (including ``nonfinite`` and ``torch_bug_error``).
 3. :func:`fuzzer.judge.compare.classify`: documented limitations per side; ``expected`` only when every
    error is explained; error findings get the fingerprint that buckets them (NOTE [error buckets]).
-4. NOTE [broken rules]
+4. NOTE [float32 findings] (below).
+
+NOTE [broken rules]
 A Function that breaks a documented rule, or whose own rules disagree (the validity table), makes a
 comparison of *values* meaningless; it never makes an internal assertion of torch acceptable. Such an
 oracle still runs (in the same script as the others, NOTE [one exec per case]): a ``torch_bug_error``
 there is a finding, its judgement naming the rule (``broken_rule``, a reason of
 :data:`fuzzer.ir.validity.REASONS`) so the finding, its repro header and its draft say it; every other
-verdict is ``not_applicable`` with that reason, as before, with no float32 re-check.
-
-NOTE [float32 findings] (below).
+verdict is ``not_applicable`` with that reason, as before, with no float32 re-check. A program that
+corrupts what the Function saved (:func:`fuzzer.ir.validity.values_meaningless`) makes only values
+meaningless: a value or structure mismatch there is ``not_applicable``, an unexplained error still a
+finding.
 
 NOTE [float32 findings]
 A float32 ``value_mismatch`` counts only if it persists in float64; otherwise it is rounding noise
@@ -33,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ..ir.case import Case
-from ..ir.validity import SideInfo, rule_conflict, sides
+from ..ir.validity import SideInfo, rule_conflict, sides, values_meaningless
 from .compare import Limitation, classify, load_registry
 from .execute import Outcome, run_oracles
 
@@ -98,6 +101,10 @@ class Judge:
                     j = replace(j, broken_rule=rule)
                 else:
                     j = Judgement("not_applicable", oracle, rule, outcome=j.outcome)
+            elif j.verdict in ("value_mismatch", "structure_mismatch") and self.subject == "torch":
+                why = values_meaningless(case)
+                if why is not None:
+                    j = Judgement("not_applicable", oracle, why, outcome=j.outcome)
             done.append(j)
         return done
 

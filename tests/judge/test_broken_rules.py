@@ -12,7 +12,7 @@ import torch
 
 from fuzzer.ir.oracles import MAIN
 from fuzzer.ir.serde import case_from_json
-from fuzzer.ir.validity import RULES, not_applicable
+from fuzzer.ir.validity import RULES, not_applicable, values_meaningless
 from fuzzer.judge.judge import Judge
 from fuzzer.publish.findings import Finding
 from fuzzer.triage.signature import Signature, skeleton
@@ -65,3 +65,32 @@ def test_the_function_under_test_keeps_every_verdict() -> None:
     """``affuzz check`` (subject="function"): no comparison is not applicable, no rule is named."""
     j = Judge(subject="function")(_ctx_case(), MAIN)
     assert j.verdict == "torch_bug_error" and j.broken_rule is None
+
+
+def _data_case(name: str):
+    return case_from_json(json.loads((DATA / name).read_text()))
+
+
+def test_values_computed_from_a_saved_tensor_modified_in_place_are_not_compared() -> None:
+    """A Function that returns one tensor twice and saves it; f doubles the other copy in place. torch.func
+    does not check versions, so hessian and jacrev(jacrev) read the doubled tensor a different number of
+    times (24 vs 16; plain autograd refuses the program): no finding. A hand check of a 10-minute run
+    found this false positive (value_mismatch-b2ac4078da)."""
+    case = _data_case("saved_output_modified_case.json")
+    assert values_meaningless(case) == "saved_tensor_modified_in_place"
+    j = Judge()(case, "forward_over_reverse")
+    assert (j.verdict, j.reason) == ("not_applicable", "saved_tensor_modified_in_place")
+    fixed = replace(case, f=replace(case.f, inplace=()))  # without the in-place change: comparable, and equal
+    assert values_meaningless(fixed) is None
+    assert Judge()(fixed, "forward_over_reverse").verdict == "consistent"
+
+
+def test_an_unexplained_error_of_such_a_program_is_still_a_finding() -> None:
+    """jacfwd > grad over a Function whose jvp returns the input tangent as-is, f doubles the saved output in
+    place: torch.func raises "A view was created in no_grad mode and is being modified inplace", which does
+    not come from the saved tensor (a hand check: it stays without the save). Only values are meaningless."""
+    case = _data_case("saved_output_inplace_error_case.json")
+    assert values_meaningless(case) == "saved_tensor_modified_in_place"
+    j = Judge()(case, MAIN)
+    assert j.verdict in ("different_errors", "error_functorch_only"), (j.verdict, j.reason)
+    assert "A view was created in no_grad mode" in j.fingerprint

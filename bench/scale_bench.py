@@ -52,10 +52,13 @@ from fuzzer.ir.features import features  # noqa: E402
 from fuzzer.ir.oracles import applicable  # noqa: E402
 
 
-def stream_cases(seed: int, slot: int, kwargs: dict[str, Any], count: int, skip: set[int], steer: bool):
-    """The cases slot ``slot`` ran, in order, as (position, case): decoding and steering replayed as the
-    worker does them (NOTE [worker streams]), for the first ``count`` cases."""
-    decoder = Decoder(seed, kwargs)
+def stream_cases(
+    seed: int, slot: int, kwargs: dict[str, Any], count: int, skip: set[int], steer: bool, swarm: bool = False
+):
+    """The cases slot ``slot`` ran, in order, as (position, case): decoding (with its swarm
+    configurations, NOTE [swarm]) and steering replayed as the worker does them (NOTE [worker
+    streams]), for the first ``count`` cases."""
+    decoder = Decoder(seed, kwargs, swarm=swarm)
     coverage = Coverage()
     steering = Steering(coverage, seed=f"{seed}/{slot}") if steer else None
     k = 0
@@ -115,7 +118,13 @@ def overhead(out: Path, summary: dict[str, Any], sample: int) -> dict[str, Any]:
     bare: list[float] = []
     for slot in state["slots"]:
         cases = stream_cases(
-            cfg["seed"], slot["index"], cfg["strategy_kwargs"], slot["cases"], set(slot["skip"]), cfg["steer"]
+            cfg["seed"],
+            slot["index"],
+            cfg["strategy_kwargs"],
+            slot["cases"],
+            set(slot["skip"]),
+            cfg["steer"],
+            cfg.get("swarm", False),
         )
         bare += [bare_seconds(case) for i, (_, case) in enumerate(cases) if i % sample == 0]
     bare_per_case = statistics.fmean(bare)

@@ -4,9 +4,10 @@ Runs ``affuzz run --duration D --seed S`` under a torch venv for several seeds, 
 reports the first verified ``value_mismatch`` whose (shrunk) case still has ``output_is_input`` and
 ``saved_output`` (the bug class of ../shared/seed/), its ``seconds_to_find``, whether both features are
 essential, the shape of its shrunk repro (non-blank lines, inputs, transform levels), and re-runs its
-``repro.py`` in a fresh process to confirm it exits 1. Prints the median seconds_to_find.
+``repro.py`` in a fresh process to confirm it exits 1. Prints the median seconds_to_find, per arm:
+``swarm`` (the default generation, NOTE [swarm] in fuzzer/gen/swarm.py) and ``no-swarm`` (``--no-swarm``).
 
-    python bench/seed_hunt.py --python .venvs/torch-2.0.1/bin/python --seeds 1,2,3,4,5 --duration 120
+    python bench/seed_hunt.py --python .venvs/torch-2.0.1/bin/python --seeds 1,2,3,4,5 --duration 120 [--arms swarm,no-swarm]
 """
 
 from __future__ import annotations
@@ -27,12 +28,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", default="1,2,3,4,5")
     p.add_argument("--duration", type=float, default=120)
     p.add_argument("--out", type=Path, default=Path("reports/seed-hunt"))
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--arms", default="swarm,no-swarm", help="comma-separated: swarm, no-swarm")
     args = p.parse_args(argv)
     args.python = os.path.abspath(args.python)  # not resolve(): a venv's python is a symlink
+    arms = [a for a in args.arms.split(",") if a]
+    if not arms or set(arms) - {"swarm", "no-swarm"}:
+        p.error(f"--arms {args.arms!r}: a comma-separated list of swarm, no-swarm")
+    ok = True
+    for arm in arms:
+        ok &= hunt(args, arm)
+    return 0 if ok else 1
+
+
+def hunt(args: argparse.Namespace, arm: str) -> bool:
+    """One arm's runs and table; True when every run found the class and its repro exited 1."""
     times = []
     rows = []
     for seed in [int(s) for s in args.seeds.split(",")]:
-        out = args.out / f"seed{seed}"
+        out = args.out / arm / f"seed{seed}"
         shutil.rmtree(out, ignore_errors=True)
         subprocess.run(
             [
@@ -46,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
                 str(seed),
                 "--out",
                 str(out),
+                "--workers",
+                str(args.workers),
+                *(["--no-swarm"] if arm == "no-swarm" else []),
             ],
             check=True,
             stdout=subprocess.DEVNULL,
@@ -89,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                 shape,
             )
         )
+    print(f"arm: {arm}")
     print(
         f"{'seed':>4} {'cases':>7} {'s_to_find':>9} {'cases_to_find':>13} {'repro_rc':>8} {'buckets':>7}  shrunk repro"
     )
@@ -98,9 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         )
     found = sum(r[2] is not None for r in rows)
     print(
-        f"found the seed class in {found}/{len(rows)} runs; median seconds_to_find: {statistics.median(times) if times else '-'}"
+        f"{arm}: found the seed class in {found}/{len(rows)} runs; median seconds_to_find:"
+        f" {statistics.median(times) if times else '-'}"
     )
-    return 0 if found == len(rows) and all(r[4] == 1 for r in rows) else 1
+    return found == len(rows) and all(r[4] == 1 for r in rows if r[2] is not None)
 
 
 if __name__ == "__main__":

@@ -18,9 +18,11 @@ def check_int_range(name: str, value: object, lo: int, hi: int) -> int:
     return value
 
 
-def check_subset(name: str, values: Iterable[str], allowed: Iterable[str]) -> tuple[str, ...]:
+def check_subset(name: str, values: Iterable[str], allowed: Iterable[str], *, empty: bool = False) -> tuple[str, ...]:
+    if isinstance(values, str):
+        raise InvalidArgument(f"{name}={values!r} must be a collection of strings, not one string")
     values, allowed = tuple(values), tuple(allowed)
-    if not values:
+    if not values and not empty:
         raise InvalidArgument(f"{name} must not be empty")
     bad = [v for v in values if v not in allowed]
     if bad:

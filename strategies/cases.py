@@ -9,7 +9,7 @@ each to a scalar.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from functools import lru_cache
 
@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from fuzzer.ir.case import DTYPES, FUNCTORCH_TRANSFORMS, STYLES, Case, FDef, FunctionDef, Inputs, Transform
 from fuzzer.ir.dataflow import repair_vmap_dims
+from fuzzer.ir.features import ALL_FEATURES
 from fuzzer.ir.shapes import MAX_MAGNITUDE, forward_bound, input_shapes, numel, output_shapes, reference_cost
 
 from ._validate import BOOLS, RARELY, check_int_range, check_subset, ints, pick
@@ -55,9 +56,11 @@ def cases(
     vmap_rules: Sequence[str] = ("none", "generate", "custom"),
     dtypes: Sequence[str] = DTYPES,
     max_cost: int = 256,
+    features: Collection[str] | None = None,
 ) -> st.SearchStrategy[Case]:
     """Cases for the differential check. See :func:`strategies.functions` and
-    :func:`strategies.transform_stacks` for the parameters passed through."""
+    :func:`strategies.transform_stacks` for the parameters passed through; ``features``: the feature tags
+    drawn (None: all; NOTE [swarm] in :mod:`fuzzer.gen.swarm`), ``inplace_on_output`` among them."""
     groups = case_groups(
         size=1,
         max_inputs=max_inputs,
@@ -71,6 +74,7 @@ def cases(
         vmap_rules=vmap_rules,
         dtypes=dtypes,
         max_cost=max_cost,
+        features=features,
     )
     return group_entry(groups, 0)
 
@@ -89,19 +93,22 @@ def case_groups(
     vmap_rules: Sequence[str] = ("none", "generate", "custom"),
     dtypes: Sequence[str] = DTYPES,
     max_cost: int = 256,
+    features: Collection[str] | None = None,
 ) -> st.SearchStrategy[tuple[Case | None, ...]]:
     """``size`` cases that share one Function and ``f`` (and base shape), each with its own transform
     stack, dtype and input values: the cheap way to draw many cases (NOTE [case groups]).
 
     Invariants: the tuple has exactly ``size`` entries; entry 0 is distributed as :func:`cases` draws a
-    case; entry ``i > 0`` draws its stack as :func:`cases` does and is None when that stack does not fit
-    the group's base shape within ``max_cost`` or its forward values exceed
+    case, and is None only where its forward values exceed :data:`fuzzer.ir.case.MAX_MAGNITUDE` (a draw
+    :func:`cases` rejects); entry ``i > 0`` draws its stack as :func:`cases` does and is None when that
+    stack does not fit the group's base shape within ``max_cost`` or its forward values exceed
     :data:`fuzzer.ir.case.MAX_MAGNITUDE`. Every entry that is not None satisfies :func:`cases`'s invariants.
     """
     check_int_range("size", size, 1, 64)
     check_int_range("max_inputs", max_inputs, 1, 3)
     dtypes = check_subset("dtypes", dtypes, DTYPES)
     check_int_range("max_cost", max_cost, 1, 1_000_000)
+    tags = None if features is None else frozenset(check_subset("features", features, ALL_FEATURES, empty=True))
     return _group(
         size,
         max_inputs,
@@ -115,6 +122,7 @@ def case_groups(
         tuple(vmap_rules),
         dtypes,
         max_cost,
+        tags,
     )
 
 
@@ -162,6 +170,7 @@ def _group(
     vmap_rules: tuple[str, ...],
     dtypes: tuple[str, ...],
     max_cost: int,
+    tags: frozenset[str] | None = None,
 ) -> tuple[Case | None, ...]:
     n_inputs = draw(ints(1, max_inputs))
     stacks = transform_stacks(
@@ -183,6 +192,7 @@ def _group(
             max_nodes=max_nodes,
             styles=styles,
             vmap_rules=vmap_rules,
+            features=tags,
         )
     )
     n_out = len(fn.outputs)
@@ -191,7 +201,8 @@ def _group(
     combine = pick(draw, ("add", "sum"))
     if len({shapes[j] for j in uses}) > 1:
         combine = "sum"
-    inplace = tuple(j for j, o in enumerate(fn.outputs) if o.kind == "node" and draw(RARELY))
+    in_place = tags is None or "inplace_on_output" in tags
+    inplace = tuple(j for j, o in enumerate(fn.outputs) if o.kind == "node" and in_place and draw(RARELY))
     inplace_no_grad = bool(inplace) and draw(BOOLS)
     f = FDef(uses, combine, inplace, inplace_no_grad)
     group = [_variant(draw, fn, f, shape, stack, dtypes)]

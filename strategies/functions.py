@@ -21,7 +21,7 @@ so Hypothesis shrinks toward the seed's shape.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 
 from hypothesis import strategies as st
@@ -43,12 +43,14 @@ from fuzzer.ir.case import (
     View,
 )
 from fuzzer.ir.dataflow import prune, repair_saved, value_provided_by_saved
+from fuzzer.ir.features import ALL_FEATURES
 from fuzzer.ir.shapes import numel
 
 from ._validate import BOOLS, RARELY, check_int_range, check_subset, ints, pick
 
 __all__ = ["functions", "views"]
 
+ALL_TAGS = frozenset(ALL_FEATURES)
 #: Simplest first.
 OP_ORDER = ("pow", "mul", "add", "sin", "exp")
 #: Non-tensor (Python float) inputs: none 3 times in 4, else one or two.
@@ -111,12 +113,18 @@ def functions(
     max_nodes: int = 4,
     styles: Sequence[str] = STYLES,
     vmap_rules: Sequence[str] = ("none", "generate", "custom"),
+    features: Collection[str] | None = None,
 ) -> st.SearchStrategy[FunctionDef]:
     """Function definitions over inputs of base ``shape``.
 
     ``n_inputs`` fixes the input count (else drawn in ``1..max_inputs``). ``styles`` and ``vmap_rules``
     restrict the API styles drawn; legacy-style Functions never get a vmap rule. ``custom_wrong`` (a
     planted, contradicting vmap rule) may be listed explicitly; it is not drawn by default.
+
+    ``features`` (feature tags of :data:`fuzzer.ir.features.ALL_FEATURES`; None: all): the only ones
+    drawn (a swarm configuration, NOTE [swarm] in :mod:`fuzzer.gen.swarm`). A tag left out is never
+    drawn; ``saved_input`` may still appear where the backward needs an input that nothing else provides
+    (:func:`fuzzer.ir.case.repair_saved`). With every tag in, the draws are exactly those of None.
     """
     if not isinstance(shape, tuple) or len(shape) > MAX_NDIM or any(not 1 <= s <= MAX_DIM_SIZE for s in shape):
         raise InvalidArgument(f"shape={shape!r} must be a tuple of at most {MAX_NDIM} sizes in 1..{MAX_DIM_SIZE}")
@@ -129,11 +137,19 @@ def functions(
     vmap_rules = check_subset("vmap_rules", vmap_rules, VMAP_RULES)
     # Legacy-style Functions always raise under torch.func transforms (a documented limitation), so
     # they are drawn 1 time in 16 when both styles are allowed: enough to keep that path exercised.
+    allow = ALL_TAGS if features is None else frozenset(check_subset("features", features, ALL_TAGS, empty=True))
+    if "legacy_forward" not in allow:
+        styles = tuple(x for x in styles if x != "legacy") or styles
     style_st = (
         st.integers(0, 15).map(lambda v: "legacy" if v == 15 else "setup_context")
         if set(styles) == set(STYLES)
         else st.sampled_from(styles)
     )
+    if "generate_vmap_rule" not in allow or "custom_vmap" not in allow:
+        gone = ({"generate"} if "generate_vmap_rule" not in allow else set()) | (
+            {"custom", "custom_wrong"} if "custom_vmap" not in allow else set()
+        )
+        vmap_rules = tuple(r for r in vmap_rules if r not in gone) or ("none",)
 
     return _function(
         shape,
@@ -144,6 +160,7 @@ def functions(
         styles,
         vmap_rules,
         style_st,
+        allow,
     )
 
 
@@ -158,10 +175,15 @@ def _function(
     styles: tuple[str, ...],
     vmap_rules: tuple[str, ...],
     style_st: st.SearchStrategy[str],
+    allow: frozenset[str],
 ) -> FunctionDef:
+    def rarely(tag: str) -> bool:  # a gated RARELY draw: no choice is made for a tag left out
+        return tag in allow and draw(RARELY)
+
     n_in = n_inputs if n_inputs is not None else draw(ints(1, max_inputs))
     xs = [f"x{i}" for i in range(n_in)]
-    scalars = tuple(pick(draw, SCALAR_VALUES) for _ in range(draw(_n_scalars)))
+    n_scalars = draw(_n_scalars) if "non_tensor_input" in allow else 0
+    scalars = tuple(pick(draw, SCALAR_VALUES) for _ in range(n_scalars))
     ops = OP_ORDER + (SCALAR_OPS if scalars else ())
     nodes: list[Node] = []
     for k in range(draw(ints(1, max_nodes))):
@@ -174,43 +196,64 @@ def _function(
         nodes.append(Node(op, args, exponent, scalar))
     node_refs = [f"t{k}" for k in reversed(range(len(nodes)))]  # latest (longest chain) first
     outputs: list[Output] = []
+    repeat = "output_repeated" in allow
     for _ in range(draw(ints(1, max_outputs))):
-        kind = pick(draw, ("node", "input", "view"))
+        taken = {o.ref for o in outputs if o.kind != "view"}
+        nodes_left = node_refs if repeat else [r for r in node_refs if r not in taken]
+        inputs_left = xs if repeat else [x for x in xs if x not in taken]
+        kinds = [
+            k
+            for k, on in (
+                ("node", bool(nodes_left)),
+                ("input", "output_is_input" in allow and bool(inputs_left)),
+                ("view", "output_is_view" in allow),
+            )
+            if on
+        ]
+        if not kinds:
+            break
+        kind = pick(draw, kinds)
         if kind == "node":
-            outputs.append(Output("node", pick(draw, node_refs)))
+            outputs.append(Output("node", pick(draw, nodes_left)))
         elif kind == "input":
-            outputs.append(Output("input", pick(draw, xs)))
+            outputs.append(Output("input", pick(draw, inputs_left)))
         else:
-            bases = xs + [o.ref for o in outputs if o.kind == "node"]
-            outputs.append(Output("view", pick(draw, bases), draw(views(shape=shape))))
+            of_outputs = [o.ref for o in outputs if o.kind == "node"] if "output_is_view_of_output" in allow else []
+            outputs.append(Output("view", pick(draw, xs + of_outputs), draw(views(shape=shape))))
+    kinds_saved = {"x": "saved_input", "o": "saved_output", "t": "saved_intermediate"}
     candidates = xs + [f"o{j}" for j in range(len(outputs))] + [f"t{k}" for k in range(len(nodes))]
-    saved = tuple(r for r in candidates if draw(BOOLS))
-    unused = [j for j in range(len(outputs)) if draw(BOOLS)]
+    saved = tuple(r for r in candidates if kinds_saved[r[0]] in allow and draw(BOOLS))
+    unused = [j for j in range(len(outputs)) if "grad_unused" in allow and draw(BOOLS)]
     # The same tensor returned twice gets one declared derivative: its copies' grads are all used or all
     # ignored, as the first copy's (NOTE [valid comparisons] in fuzzer/ir/validity.py).
     same = [(o.kind, o.ref) if o.kind != "view" else j for j, o in enumerate(outputs)]  # views are distinct
     unused = tuple(j for j, key in enumerate(same) if same.index(key) in unused)
-    nones = tuple(i for i in range(n_in) if draw(RARELY))
+    nones = tuple(i for i in range(n_in) if rarely("backward_returns_none"))
     style = draw(style_st)
     rules = [r for r in vmap_rules if r == "none"] if style == "legacy" else list(vmap_rules)
     rule = draw(_vmap_rule_st(tuple(rules))) if rules else "none"
-    jvp_rule = draw(BOOLS)
-    once = draw(RARELY)
-    materialize = not draw(RARELY)
+    jvp_rule = "custom_jvp" in allow and draw(BOOLS)
+    once = rarely("once_differentiable")
+    materialize = not rarely("materialize_grads_false")
     refs = [o.ref for o in outputs]
-    nondiff = tuple(j for j, o in enumerate(outputs) if o.kind == "node" and refs.count(o.ref) == 1 and draw(RARELY))
+    nondiff = tuple(
+        j
+        for j, o in enumerate(outputs)
+        if o.kind == "node" and refs.count(o.ref) == 1 and rarely("mark_non_differentiable")
+    )
     fn = prune(repair_saved(FunctionDef(n_in, tuple(nodes), tuple(outputs), saved, unused, nones, style, rule)))
     # Tensors kept on ctx break a documented rule (NOTE [valid comparisons] in fuzzer/ir/validity.py): no
     # comparison of such a Function is a torch finding, so it is drawn for 1 Function in 8 only.
-    on_ctx = tuple(r for r in fn.saved if draw(RARELY)) if draw(ints(0, 7)) == 7 else ()
-    detached = tuple(r for r in fn.saved if draw(RARELY))
+    ctx = "saved_on_ctx" in allow and draw(ints(0, 7)) == 7
+    on_ctx = tuple(r for r in fn.saved if draw(RARELY)) if ctx else ()
+    detached = tuple(r for r in fn.saved if rarely("saved_detached"))
     dirty = tuple(
         i
         for i in range(n_in)
         if Output("input", f"x{i}") in fn.outputs
         and not any(f"x{i}" in n.args for n in fn.nodes)
         and not any(o.kind == "view" and o.ref == f"x{i}" for o in fn.outputs)
-        and draw(RARELY)
+        and rarely("mark_dirty")
     )
     if dirty:  # the dirty input must not be saved; no jvp rule, no hand-written vmap rule
         gone = {r for r in fn.saved if value_provided_by_saved(fn, r) in {f"x{i}" for i in dirty}}
@@ -231,6 +274,6 @@ def _function(
         non_differentiable=nondiff,
         on_ctx=on_ctx,
         detached=detached,
-        non_tensor_output=draw(RARELY),
+        non_tensor_output=rarely("non_tensor_output"),
         scalars=scalars,
     )

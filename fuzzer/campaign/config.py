@@ -29,6 +29,7 @@ class CampaignConfig:
     workers: int = 0  # 0: everything in this process; N: N worker processes (or Ray actors)
     ray: str | None = None  # a Ray cluster address ("auto", "HOST:PORT"): workers are Ray actors
     steer: bool = True  # NOTE [steering]
+    swarm: bool = True  # NOTE [swarm]: each slice of a slot's stream draws from its own configuration
     recycle_cases: int | None = 20_000  # a worker is replaced after this many cases ...
     max_rss_mb: float | None = 4096.0  # ... or once it is larger than this
     slice_seconds: float = 1.0  # the length of one fuzz command (NOTE [campaign driver])
@@ -59,6 +60,7 @@ class CampaignConfig:
             "workers": self.workers,
             "ray": self.ray,
             "steer": self.steer,
+            "swarm": self.swarm,
             "recycle_cases": self.recycle_cases,
             "max_rss_mb": self.max_rss_mb,
             "hang_limit": self.hang_limit,
@@ -69,6 +71,7 @@ class CampaignConfig:
 
     @classmethod
     def from_json(cls, out: Path, d: dict[str, Any]) -> CampaignConfig:
+        d = {"swarm": False, **d}  # a campaign saved before NOTE [swarm] drew without it
         return cls(out=out, **{k: v for k, v in d.items() if k in cls.__dataclass_fields__ and k != "out"})
 
 

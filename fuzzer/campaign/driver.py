@@ -90,7 +90,7 @@ class Campaign:
         )
         self._on_tick: Callable[[Campaign], None] | None = None
         self._stop = 0  # signals received
-        self._decoder = Decoder(config.seed, config.strategy_kwargs)
+        self._decoder = Decoder(config.seed, config.strategy_kwargs, swarm=config.swarm)
         self.transport = "ray" if config.ray else ("process" if config.workers else "in-process")
         self.outdir = OutDir(config.out)
         self._dirty = False
@@ -161,6 +161,7 @@ class Campaign:
             recycle_cases=c.recycle_cases,
             max_rss_mb=c.max_rss_mb,
             database=None if c.ray else database_dir(c.out),
+            swarm=c.swarm,
         )
 
     def _start(self, slot: Slot) -> None:
@@ -338,6 +339,7 @@ class Campaign:
             outcome=rf.outcome,
             buffer=stream_buffer(self.config.seed, slot.index, k),
             position=k,
+            slot=slot.index,
             seconds_to_find=self.stats.elapsed,
             cases_to_find=self.stats.cases,
         )
@@ -404,6 +406,9 @@ class Campaign:
         )
         if triage is not None:
             finding.extra.update(triage=triage[0], triage_detail=triage[1])
+        config = self._decoder.config(job.slot, job.position)
+        if config is not None:  # NOTE [swarm]: the configuration the finding's case was drawn under
+            finding.extra["swarm"] = config.to_json()
         bucket, publish = self.book.settle(job, sig, finding, shrink_info["seconds"])
         if publish:
             self.verifier.submit(bucket, finding)

@@ -7,6 +7,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from ..gen.swarm import SLICE
 from ..ir.case import TRANSFORMS
 from ..ir.features import ALL_FEATURES
 from ..ir.verdicts import ALL_VERDICTS
@@ -66,6 +67,7 @@ def live(c: Campaign, updated: str) -> dict[str, Any]:
         "skipped_by_steering": s.skipped,
         "invalid_inputs": s.invalid,
         "internal_errors": s.internal_errors,
+        "swarm": swarm(c),
         "coverage": {
             **c.coverage.saturation(ALL_FEATURES, TRANSFORMS),
             "cells": c.coverage.to_json()["cells"],
@@ -109,6 +111,14 @@ def shrink_stats(c: Campaign) -> dict[str, Any]:
     }
 
 
+def swarm(c: Campaign) -> dict[str, Any]:
+    """NOTE [swarm]: whether it is on, the positions per configuration, and the configurations (slices of
+    a slot's stream) the run has drawn from; each finding's own configuration is in its finding.json."""
+    if not c.config.swarm:
+        return {"enabled": False}
+    return {"enabled": True, "slice": SLICE, "configurations": sum(-(-slot.next // SLICE) for slot in c.slots)}
+
+
 def summary(c: Campaign) -> dict[str, Any]:
     s = c.stats
     elapsed = c.elapsed if c.elapsed is not None else s.elapsed
@@ -129,6 +139,7 @@ def summary(c: Campaign) -> dict[str, Any]:
         "rss_history": c.rss_history,
         "queue_history": c.queue_history,
         "progress_history": c.progress_history,
+        "swarm": swarm(c),
         "coverage": {
             **c.coverage.saturation(ALL_FEATURES, TRANSFORMS),
             "cells": c.coverage.to_json()["cells"],

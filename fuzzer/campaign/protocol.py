@@ -24,6 +24,7 @@ class WorkerInit:
     max_rss_mb: float | None = None  # ... or once the process is larger than this
     database: str | None = None  # Hypothesis example database directory (a cache; None: none)
     subject: str = "torch"  # NOTE [valid comparisons]: what is under test
+    swarm: bool = True  # NOTE [swarm]
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class Job:
     budget: int
     buckets: KnownBuckets = KnownBuckets()  # the buckets so far
     position: int = 0  # the case's stream position (which entry of the buffer's group it is)
+    slot: int = 0  # the stream's slot: with position, the swarm configuration the buffer decodes under
 
 
 @dataclass(frozen=True)

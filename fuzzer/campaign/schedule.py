@@ -124,6 +124,7 @@ class Scheduler:
                 case=job.case,
                 buffer=job.buffer,
                 position=job.position,
+                slot=job.slot,
                 budget=self.shrink_budget,
                 buckets=known(),
             )

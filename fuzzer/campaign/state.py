@@ -51,6 +51,7 @@ def job_to_json(j: ShrinkJob) -> dict[str, Any]:
         "cases_to_find": j.cases_to_find,
         "hits": j.hits,
         "position": j.position,
+        "slot": j.slot,
     }
 
 
@@ -65,6 +66,7 @@ def job_from_json(d: dict[str, Any]) -> ShrinkJob:
         cases_to_find=int(d["cases_to_find"]),
         hits=int(d["hits"]),
         position=int(d.get("position", 0)),
+        slot=int(d.get("slot", 0)),
     )
 
 

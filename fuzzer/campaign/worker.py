@@ -52,7 +52,7 @@ class Worker:
         self.init = init
         self.beat: Beat = beat or (lambda what: None)
         self._judge = Judge(timeout=init.case_timeout, subject=init.subject)
-        self.decoder = Decoder(init.seed, init.strategy_kwargs, init.database)
+        self.decoder = Decoder(init.seed, init.strategy_kwargs, init.database, swarm=init.swarm)
         self.coverage = Coverage.from_json(init.coverage) if init.coverage else Coverage()
         self.steering = Steering(self.coverage, seed=f"{init.seed}/{init.slot}") if init.steer else None
         self.cases_run = 0
@@ -237,7 +237,7 @@ class Worker:
         shrunk, info = case, {"runs": 0, "seconds": 0.0, "steps": [], "exhausted": False}
         if job.budget > 0:
             result = Shrinker(goal, run, budget=job.budget).shrink(
-                case, strategy=self.decoder.strategy(job.position), buffer=job.buffer
+                case, strategy=self.decoder.strategy(job.position, job.slot), buffer=job.buffer
             )
             shrunk = result.case
             info = {

@@ -86,6 +86,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "transform cells",
     )
     run.add_argument(
+        "--no-swarm",
+        dest="swarm",
+        action="store_false",
+        help="draw every case from the whole vocabulary of features and transforms, instead of swarm "
+        "configurations (each slice of 256 positions of a worker's stream enables a random half of them)",
+    )
+    run.add_argument(
         "--family-limit",
         type=count,
         default=3,
@@ -166,6 +173,7 @@ def command(args: argparse.Namespace) -> int:
             workers=args.workers if args.workers is not None else (os.cpu_count() or 1),
             ray=args.ray,
             steer=args.steer,
+            swarm=args.swarm,
             recycle_cases=args.recycle_after,
             max_rss_mb=float(args.max_rss),
             family_limit=args.family_limit,

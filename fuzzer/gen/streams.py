@@ -30,8 +30,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-from ..ir.case import Case
+from ..ir.case import FUNCTORCH_TRANSFORMS, Case
 from .profile import campaign_settings
+from .swarm import Swarm, swarm_at
 
 BUFFER_BYTES = 2048
 #: Cases decoded together, sharing one Function (NOTE [case groups] in :mod:`strategies.cases`).
@@ -44,36 +45,67 @@ def stream_buffer(seed: int, slot: int, k: int) -> bytes:
 
 
 class Decoder:
-    """Stream positions -> cases (torch-free: the driver decodes the case that killed a worker)."""
+    """Stream positions -> cases (torch-free: the driver decodes the case that killed a worker).
+    ``swarm``: each slice of a slot's stream draws from its own configuration (NOTE [swarm] in
+    :mod:`fuzzer.gen.swarm`); otherwise every case draws from the whole vocabulary."""
 
-    def __init__(self, seed: int, strategy_kwargs: dict[str, Any], database: str | None = None) -> None:
-        from strategies import case_groups
-
+    def __init__(
+        self, seed: int, strategy_kwargs: dict[str, Any], database: str | None = None, *, swarm: bool = False
+    ) -> None:
         self.seed = seed
-        self.groups = case_groups(size=GROUP, **strategy_kwargs)
+        self.swarm = swarm
+        self._kwargs = dict(strategy_kwargs)
+        self._db = DirectoryBasedExampleDatabase(database) if database else None
+        self._decoders: dict[Swarm | None, tuple[st.SearchStrategy[tuple[Case | None, ...]], Any]] = {}
         self._drawn: list[tuple[Case | None, ...]] = []
         self._last: tuple[tuple[int, int], tuple[Case | None, ...]] | None = None
-        db = DirectoryBasedExampleDatabase(database) if database else None
 
-        @campaign_settings(database=db)
-        @given(self.groups)
-        def target(group: tuple[Case | None, ...]) -> None:
-            self._drawn.append(group)
+    def config(self, slot: int, k: int) -> Swarm | None:
+        """The swarm configuration of position ``k`` of slot ``slot`` (None without swarm)."""
+        if not self.swarm:
+            return None
+        return swarm_at(self.seed, slot, k, tuple(self._kwargs.get("transforms") or FUNCTORCH_TRANSFORMS))
 
-        self._decode = target.hypothesis.fuzz_one_input
+    def _for(self, config: Swarm | None) -> tuple[st.SearchStrategy[tuple[Case | None, ...]], Any]:
+        """The group strategy of ``config`` and its Hypothesis fuzzing entry point, built once."""
+        if config not in self._decoders:
+            from strategies import case_groups
 
-    def strategy(self, k: int) -> st.SearchStrategy[Case]:
-        """The strategy that decodes case ``k`` from :func:`stream_buffer` (for the shrinker)."""
+            kwargs = dict(self._kwargs)
+            if config is not None:
+                wanted = kwargs.get("features")
+                kwargs["features"] = config.features & set(wanted) if wanted is not None else config.features
+                kwargs["transforms"] = config.transforms
+            groups = case_groups(size=GROUP, **kwargs)
+
+            @campaign_settings(database=self._db)
+            @given(groups)
+            def target(group: tuple[Case | None, ...]) -> None:
+                self._drawn.append(group)
+
+            if len(self._decoders) >= 64:  # a long run visits many configurations: keep the latest
+                self._decoders.pop(next(iter(self._decoders)))
+            self._decoders[config] = (groups, target.hypothesis.fuzz_one_input)
+        return self._decoders[config]
+
+    @property
+    def groups(self) -> st.SearchStrategy[tuple[Case | None, ...]]:
+        """The whole vocabulary's group strategy (what ``--no-swarm`` draws every case from)."""
+        return self._for(None)[0]
+
+    def strategy(self, k: int, slot: int = 0) -> st.SearchStrategy[Case]:
+        """The strategy that decodes case ``k`` of slot ``slot`` from :func:`stream_buffer` (for the
+        shrinker)."""
         from strategies import group_entry
 
-        return group_entry(self.groups, k % GROUP)
+        return group_entry(self._for(self.config(slot, k))[0], k % GROUP)
 
     def draw(self, slot: int, k: int) -> Case | None:
         """Case ``k`` of slot ``slot``'s stream (None when its bytes decode to no case)."""
         key = (slot, k - k % GROUP)
         if self._last is None or self._last[0] != key:
             self._drawn.clear()
-            self._decode(stream_buffer(self.seed, slot, k))
+            self._for(self.config(slot, k))[1](stream_buffer(self.seed, slot, k))
             self._last = (key, self._drawn[-1] if self._drawn else (None,) * GROUP)
         return self._last[1][k % GROUP]
 

@@ -211,6 +211,7 @@ class ShrinkJob:
     cases_to_find: int
     hits: int = 1
     position: int = 0  # the case's stream position (NOTE [worker streams])
+    slot: int = 0  # the stream's slot (its swarm configuration: NOTE [swarm])
 
 
 @dataclass(frozen=True)

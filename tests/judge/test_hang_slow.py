@@ -48,7 +48,9 @@ def test_spurious_hang_is_not_reported(tmp_path: Path) -> None:
     """A 'hang' caused only by a tiny limit does not reproduce in a fresh process, so it is not reported."""
     kwargs = {"transforms": ["grad"], "max_depth": 1, "outer_autograd": False, "styles": ["setup_context"]}
     campaign = Campaign(
-        CampaignConfig(out=tmp_path, seed=1, duration=None, max_cases=1, strategy_kwargs=kwargs, case_timeout=1e-4)
+        CampaignConfig(
+            out=tmp_path, seed=1, duration=None, max_cases=1, strategy_kwargs=kwargs, case_timeout=1e-4, swarm=False
+        )
     )
     campaign.run()
     summary = campaign.summary()

@@ -36,6 +36,34 @@ def planted_case() -> Case:
     return load(str(DATA / "planted_vmap_case.json"))
 
 
+@pytest.fixture
+def judged_finding():
+    """``make(case, oracle) -> (Finding, Judgement)``: ``case`` judged on this torch, as a finding a campaign
+    would publish (no shrinking, no ablation)."""
+    import torch
+
+    from fuzzer.judge.judge import Judge
+    from fuzzer.publish.findings import Finding
+    from fuzzer.triage.signature import Signature, skeleton
+
+    def make(case: Case, oracle: str = "functorch_vs_create_graph"):
+        j = Judge(timeout=120)(case, oracle)
+        assert j.outcome is not None, (j.verdict, j.reason)
+        finding = Finding(
+            case=case,
+            signature=Signature(j.verdict, oracle, skeleton(case), (), j.fingerprint),
+            features=(),
+            outcome=j.outcome,
+            seconds_to_find=0.0,
+            cases_to_find=1,
+            torch_version=torch.__version__,
+            found_by="test",
+        )
+        return finding, j
+
+    return make
+
+
 def run_script(path: Path, *args: str, timeout: float = 300):
     import subprocess
 

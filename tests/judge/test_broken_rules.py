@@ -8,14 +8,10 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-import torch
-
 from fuzzer.ir.oracles import MAIN
 from fuzzer.ir.serde import case_from_json
 from fuzzer.ir.validity import RULES, not_applicable, values_meaningless
 from fuzzer.judge.judge import Judge
-from fuzzer.publish.findings import Finding
-from fuzzer.triage.signature import Signature, skeleton
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -27,23 +23,13 @@ def _ctx_case():
     return case_from_json(json.loads((DATA / "ctx_internal_assert_case.json").read_text()))
 
 
-def test_an_internal_assert_of_a_function_that_keeps_a_tensor_on_ctx_is_a_finding() -> None:
+def test_an_internal_assert_of_a_function_that_keeps_a_tensor_on_ctx_is_a_finding(judged_finding) -> None:
     case = _ctx_case()
     assert not_applicable(case, MAIN) == "tensor_saved_on_ctx"  # the validity table's word on values
-    j = Judge()(case, MAIN)
+    finding, j = judged_finding(case, MAIN)
     assert j.verdict == "torch_bug_error", (j.verdict, j.reason)
     assert j.broken_rule == "tensor_saved_on_ctx"
     assert "INTERNAL ASSERT FAILED" in j.fingerprint
-    finding = Finding(
-        case=case,
-        signature=Signature(j.verdict, MAIN, skeleton(case), (), j.fingerprint),
-        features=(),
-        outcome=j.outcome,
-        seconds_to_find=0.0,
-        cases_to_find=1,
-        torch_version=torch.__version__,
-        found_by="test",
-    )
     assert finding.broken_rule == "tensor_saved_on_ctx"
     assert "breaks a rule (tensor_saved_on_ctx)" in finding.short_header()[0]
     assert any(RULES["tensor_saved_on_ctx"] in line for line in finding.header())

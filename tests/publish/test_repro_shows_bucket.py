@@ -14,10 +14,8 @@ import torch
 from fuzzer.codegen.render import Expect, render
 from fuzzer.ir.case import Case
 from fuzzer.judge.execute import Outcome, Side
-from fuzzer.judge.judge import Judge
-from fuzzer.publish.findings import Finding, expect_of
+from fuzzer.publish.findings import expect_of
 from fuzzer.publish.verify import exception_line, line_key, reproduced, stage, verify_and_publish
-from fuzzer.triage.signature import Signature, skeleton
 
 ON_2_0 = torch.__version__.startswith("2.0.")
 
@@ -65,21 +63,6 @@ def test_the_exception_line_is_read_from_the_last_traceback() -> None:
     assert line_key("AssertionError") == "AssertionError: "
 
 
-def _finding(case: Case, oracle: str = "functorch_vs_create_graph") -> Finding:
-    j = Judge(timeout=120)(case, oracle)
-    assert j.outcome is not None
-    return Finding(
-        case=case,
-        signature=Signature(j.verdict, oracle, skeleton(case), (), j.fingerprint),
-        features=(),
-        outcome=j.outcome,
-        seconds_to_find=0.0,
-        cases_to_find=1,
-        torch_version=torch.__version__,
-        found_by="test",
-    )
-
-
 def _run(text: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     script = tmp_path / "repro.py"
     script.write_text(text)
@@ -102,14 +85,14 @@ DOCUMENTED_A = Path(__file__).resolve().parents[1] / "data" / "different_errors_
 
 
 @pytest.mark.skipif(not torch.__version__.startswith("2.13"), reason="a real torch 2.13 pair of errors")
-def test_a_pair_whose_functorch_error_is_documented_publishes_the_other_side(tmp_path: Path) -> None:
+def test_a_pair_whose_functorch_error_is_documented_publishes_the_other_side(tmp_path: Path, judged_finding) -> None:
     """A real pair (torch 2.13, found by a campaign): side A's error is documented (a Function without
     a jvp rule under forward AD), side B's is the bug. The published repro raises side B's error; a repro
     that raises side A's is refused by verification."""
     from fuzzer.ir.serde import load
 
     case = load(str(DOCUMENTED_A))
-    f = _finding(case, "forward_over_reverse")
+    f, _ = judged_finding(case, "forward_over_reverse")
     assert f.signature.verdict == "different_errors"
     assert "You must implement the jvp function" in f.outcome.functorch.summary()
     assert f.signature.error == f.outcome.reference.fingerprint  # the bucket is side B's error

@@ -13,10 +13,8 @@ import torch
 from fuzzer.codegen.render import render
 from fuzzer.history.corpus import load_entry
 from fuzzer.ir.case import Case
-from fuzzer.judge.judge import Judge
 from fuzzer.publish.findings import Finding, repro_lines
 from fuzzer.publish.verify import reproduced, stage, verify_and_publish
-from fuzzer.triage.signature import Signature, skeleton
 
 ROOT = Path(__file__).resolve().parents[2]
 ON_2_13 = torch.__version__.startswith("2.13")
@@ -26,21 +24,12 @@ def lines(text: str) -> int:
     return sum(1 for line in text.splitlines() if line.strip())
 
 
-def published(case: Case, oracle: str, tmp_path: Path) -> tuple[Finding, str, subprocess.CompletedProcess[str]]:
+def published(
+    case: Case, oracle: str, tmp_path: Path, judged_finding
+) -> tuple[Finding, str, subprocess.CompletedProcess[str]]:
     """The repro the campaign publishes for ``case`` on this torch (staged, verified in a fresh process,
     falling back as verification does: NOTE [straight-line sides]), and one more run of it."""
-    j = Judge(timeout=120)(case, oracle)
-    assert j.outcome is not None
-    finding = Finding(
-        case=case,
-        signature=Signature(j.verdict, oracle, skeleton(case), (), j.fingerprint),
-        features=(),
-        outcome=j.outcome,
-        seconds_to_find=0.0,
-        cases_to_find=1,
-        torch_version=torch.__version__,
-        found_by="test",
-    )
+    finding, _ = judged_finding(case, oracle)
     verified, dest = verify_and_publish(tmp_path, stage(tmp_path, finding), finding)
     assert verified, (dest / "finding.json").read_text()
     script = dest / "repro.py"
@@ -78,9 +67,9 @@ def test_the_seed_repro_is_no_longer_than_the_hand_minimized_one(seed_case: Case
         ("error-e349ed6e78", 36),  # G12: plain forward AD keeps a jvp rule's input tangent
     ],
 )
-def test_real_bugs_publish_short_repros_that_reproduce(entry: str, most: int, tmp_path: Path) -> None:
+def test_real_bugs_publish_short_repros_that_reproduce(entry: str, most: int, tmp_path: Path, judged_finding) -> None:
     e = load_entry(ROOT / "corpus" / entry)
-    finding, text, proc = published(e.case, e.oracle, tmp_path)
+    finding, text, proc = published(e.case, e.oracle, tmp_path, judged_finding)
     assert finding.signature.verdict not in ("consistent", "expected"), finding.signature.verdict
     assert lines(text) <= most, text
     assert proc.returncode == 1, proc.stdout + proc.stderr

@@ -98,7 +98,7 @@ def test_cli_run_finds_a_real_torch_disagreement(tmp_path: Path, capsys) -> None
     assert (out / "report.md").read_text().startswith("# affuzz campaign report")
     assert summary["cases"] == 60 and summary["internal_errors"] == 0
     assert summary["verdicts"]["expected"] > 0  # documented limitations are counted, not reported
-    # comparisons of rules the Function itself makes disagree are skipped and counted by reason
+    # comparisons of rules the Function itself makes disagree decide nothing and are counted by reason
     assert sum(summary["not_applicable_by_reason"].values()) == sum(
         c.get("not_applicable", 0) for c in [summary["verdicts"], *summary["metamorphic_verdicts"].values()]
     )

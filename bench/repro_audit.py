@@ -35,9 +35,10 @@ def rerender(out: Path, dest: Path, python: str) -> None:
     """Publish every finding of ``out`` again under ``dest/findings`` (or ``dest/unverified``). finding.json
     keeps each side's outcome as a summary only, so the case is judged again here (this torch) for the
     outcome the repro's form is chosen from; a finding judged otherwise now is left out, with a line."""
+    judge = Judge(timeout=120)
     for d in sorted((out / "findings").iterdir()):
         finding = Finding.from_dir(d)
-        j = Judge(timeout=120)(finding.case, finding.signature.oracle)
+        j = judge(finding.case, finding.signature.oracle)
         if j.outcome is None or j.verdict != finding.signature.verdict or j.fingerprint != finding.signature.error:
             print(f"{d.name}: now {j.verdict} {j.fingerprint or ''}".rstrip())
             continue

@@ -124,7 +124,8 @@ def functions(
     ``features`` (feature tags of :data:`fuzzer.ir.features.ALL_FEATURES`; None: all): the only ones
     drawn (a swarm configuration, NOTE [swarm] in :mod:`fuzzer.gen.swarm`). A tag left out is never
     drawn; ``saved_input`` may still appear where the backward needs an input that nothing else provides
-    (:func:`fuzzer.ir.case.repair_saved`). With every tag in, the draws are exactly those of None.
+    (:func:`fuzzer.ir.case.repair_saved`), and ``backward_returns_none`` where an input reaches no output.
+    With every tag in, the draws are exactly those of None.
     """
     if not isinstance(shape, tuple) or len(shape) > MAX_NDIM or any(not 1 <= s <= MAX_DIM_SIZE for s in shape):
         raise InvalidArgument(f"shape={shape!r} must be a tuple of at most {MAX_NDIM} sizes in 1..{MAX_DIM_SIZE}")

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from .. import __version__
+from ..gen.swarm import SLICE
 from ..triage.shrink import DEFAULT_BUDGET
 from .common import EXIT_OK, UsageError, count, duration, positive_int, seed_int, share
 
@@ -90,7 +91,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         dest="swarm",
         action="store_false",
         help="draw every case from the whole vocabulary of features and transforms, instead of swarm "
-        "configurations (each slice of 256 positions of a worker's stream enables a random half of them)",
+        f"configurations (each slice of {SLICE} positions of a worker's stream enables a random half of them)",
     )
     run.add_argument(
         "--family-limit",

@@ -258,11 +258,9 @@ def compose_stack(
             expr = f"{name}({expr}{arg})"
         elif sc and t.name in ("jacrev", "hessian", "jacfwd"):  # NOTE [scalar levels]
             name = "jvp_dual" if t.name == "jacfwd" else "autograd_grad"
-            if t.name == "jacfwd":
-                expr = f"jvp_dual({expr}{arg})"
-            else:
-                for _ in range(2 if t.name == "hessian" else 1):
-                    expr = f"autograd_grad({expr}{arg}, create_graph=True)"
+            cg = "" if t.name == "jacfwd" else ", create_graph=True"
+            for _ in range(2 if t.name == "hessian" else 1):
+                expr = f"{name}({expr}{arg}{cg})"
         else:
             name = _TWINS[t.name]
             if t.name == "hessian":

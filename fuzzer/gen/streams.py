@@ -88,11 +88,6 @@ class Decoder:
             self._decoders[config] = (groups, target.hypothesis.fuzz_one_input)
         return self._decoders[config]
 
-    @property
-    def groups(self) -> st.SearchStrategy[tuple[Case | None, ...]]:
-        """The whole vocabulary's group strategy (what ``--no-swarm`` draws every case from)."""
-        return self._for(None)[0]
-
     def strategy(self, k: int, slot: int = 0) -> st.SearchStrategy[Case]:
         """The strategy that decodes case ``k`` of slot ``slot`` from :func:`stream_buffer` (for the
         shrinker)."""

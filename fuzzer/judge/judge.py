@@ -92,19 +92,19 @@ class Judge:
         oracle, runs once. ``before(o)`` is called before oracle ``o`` runs."""
         todo = [(o, sides(case, o)) for o in oracles]
         outcomes = run_oracles(case, oracles, timeout=self.timeout, before=before)
+        torch_under_test = self.subject == "torch"
+        corrupt = values_meaningless(case) if torch_under_test else None  # the same under every oracle
         done: list[Judgement] = []
         for oracle, both in todo:
-            rule = rule_conflict(case, *both) if self.subject == "torch" else None
+            rule = rule_conflict(case, *both) if torch_under_test else None
             j = self._classify(case, oracle, both, outcomes[oracle], recheck and rule is None)
             if rule is not None:  # NOTE [broken rules]
                 if j.verdict == "torch_bug_error":
                     j = replace(j, broken_rule=rule)
                 else:
                     j = Judgement("not_applicable", oracle, rule, outcome=j.outcome)
-            elif j.verdict in ("value_mismatch", "structure_mismatch") and self.subject == "torch":
-                why = values_meaningless(case)
-                if why is not None:
-                    j = Judgement("not_applicable", oracle, why, outcome=j.outcome)
+            elif corrupt is not None and j.verdict in ("value_mismatch", "structure_mismatch"):
+                j = Judgement("not_applicable", oracle, corrupt, outcome=j.outcome)
             done.append(j)
         return done
 

@@ -68,11 +68,8 @@ class Finding:
             return list(self.extra["repro_header"])
         sig = self.signature
         triage = f"; triage: {self.extra['triage']}" if "triage" in self.extra else ""
-        rule = (
-            f"; the Function breaks a rule ({self.broken_rule}), torch's internal error stands"
-            if self.broken_rule
-            else ""
-        )
+        broken = self.broken_rule
+        rule = f"; the Function breaks a rule ({broken}), torch's internal error stands" if broken else ""
         return [f"affuzz {sig.id} on torch {self.torch_version}: {sig.text}{triage}{rule}"]
 
     def header(self) -> list[str]:

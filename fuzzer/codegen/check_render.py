@@ -44,7 +44,8 @@ from ..ir.case import Transform
 from ..ir.oracles import MAIN, ORACLES, REFERENCE_MODES, alternate
 from ..ir.shapes import numel, transform_output_shape
 from ..ir.target import Arg, CheckCase, Target
-from .render import ERRORS_LINE, HELPER_ORDER, Expect, compose_stack, lib_sources, nested, qualified, short_sources
+from . import render
+from .render import ERRORS_LINE, HELPER_ORDER, Expect, compose_stack, lib_sources, qualified, short_sources
 
 RULE_ORACLES = (
     "backward_vs_fd",
@@ -145,7 +146,7 @@ def stack_inputs(target: Target, transforms: tuple[Transform, ...], *, float64: 
 
 
 def tensor_expr(a: Arg, extra: str = "") -> str:
-    return f"torch.tensor({nested(list(a.values), a.shape)}, dtype=torch.{a.dtype}{extra})"
+    return render.tensor_expr(list(a.values), a.shape, a.dtype, extra)
 
 
 # ------------------------------------------------------------------------------------ pieces

@@ -19,6 +19,7 @@ Invariants of the source it writes:
 
 from __future__ import annotations
 
+import ast
 import re
 
 from ..ir.case import INVERTIBLE_VIEWS, NON_TENSOR_OUTPUT, FunctionDef, View
@@ -420,6 +421,17 @@ def render_function(
     return _return_directly(_drop_unused(lines))
 
 
+def render_plain_forward(fn: FunctionDef) -> list[str] | None:
+    """The Function's ``forward`` as a plain function ``forward`` (NOTE [plain forward] in
+    fuzzer/codegen/render.py), written compactly; None for a legacy ``forward(ctx, ...)``, whose body
+    uses ``ctx``."""
+    if fn.style == "legacy":
+        return None
+    lines = _forward(fn)
+    body = lines[1 : lines.index("")]  # up to setup_context, @staticmethod dropped
+    return _return_directly([line[4:] for line in body])
+
+
 _ASSIGN = re.compile(r"(\s+)(\w+) = (.+)")
 
 
@@ -447,17 +459,56 @@ def _drop_unused(lines: list[str]) -> list[str]:
     return out
 
 
+#: Longest line :func:`_return_directly` writes by substituting a value into a ``return``.
+_RETURN_WIDTH = 100
+
+
 def _return_directly(lines: list[str]) -> list[str]:
-    """``x = e`` followed by ``return x``: ``return e``."""
+    """``x = e`` followed by a ``return`` that reads ``x`` once: ``e`` written into the return (``x = e``
+    then ``return x``: ``return e``), again while the line before is such an assignment and the return
+    fits in :data:`_RETURN_WIDTH`. Only where nothing of either line calls an in-place method (``*_``),
+    so evaluating ``e`` later changes nothing, and neither line has a comment."""
     out: list[str] = []
     for line in lines:
-        m = re.fullmatch(r"(\s+)return (\w+)", line)
-        prev = _ASSIGN.fullmatch(out[-1]) if out else None
-        if m and prev and prev.group(2) == m.group(2) and prev.group(1) == m.group(1):
-            out[-1] = f"{m.group(1)}return {prev.group(3)}"
-        else:
-            out.append(line)
+        m = re.fullmatch(r"(\s+)return (.+)", line)
+        while m and out and "#" not in line:
+            prev = _ASSIGN.fullmatch(out[-1])
+            if not prev or prev.group(1) != m.group(1) or "#" in prev.group(3):
+                break
+            merged = _substitute(m.group(2), prev.group(2), prev.group(3))
+            if merged is None or len(m.group(1)) + 7 + len(merged) > _RETURN_WIDTH:
+                break
+            out.pop()
+            line = f"{m.group(1)}return {merged}"
+            m = re.fullmatch(r"(\s+)return (.+)", line)
+        out.append(line)
     return out
+
+
+def _substitute(expr: str, name: str, value: str) -> str | None:
+    """``expr`` with its one read of ``name`` replaced by ``value`` (parenthesized as needed), or None
+    where ``name`` is read more or less than once, or either side calls an in-place method."""
+    try:
+        tree, val = ast.parse(expr, mode="eval"), ast.parse(value, mode="eval")
+    except SyntaxError:
+        return None
+    reads = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == name]
+    inplace = any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr.endswith("_")
+        for t in (tree, val)
+        for n in ast.walk(t)
+    )
+    if len(reads) != 1 or inplace:
+        return None
+    if isinstance(tree.body, ast.Name):  # return x: return e, as written
+        return value
+
+    class Put(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            return val.body if node.id == name else node
+
+    text = ast.unparse(Put().visit(tree))
+    return text[1:-1] if isinstance(tree.body, ast.Tuple) and text.startswith("(") else text
 
 
 def _class_lines(fn: FunctionDef, base: tuple[int, ...], dtype: str) -> list[str]:

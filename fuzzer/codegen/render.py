@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ from ..ir.case import Case, Transform
 from ..ir.features import derivatives_exact
 from ..ir.oracles import MAIN, REFERENCE_MODES, reference_case
 from ..ir.shapes import in_dims_of, input_shapes, level_input_shapes, level_output_shapes, needs_sum, output_shapes
-from .function import CLASS_NAME, render_function
+from .function import CLASS_NAME, render_function, render_plain_forward
 
 _RUNTIME = ("outcome", "finite_forward", "run", "too_slow", "check", "triage", "main")
 #: The comparison, in every style.
@@ -49,6 +50,19 @@ class Expect:
     other: str | None = None
     # NOTE [straight-line sides]: plain-autograd levels written out where that is shorter
     straight: bool = True
+    # NOTE [plain forward]: the Function's forward as a plain function, no autograd.Function
+    plain: bool = False
+
+
+# NOTE [plain forward]
+# A maintainer's first question about a disagreement is whether it needs the custom Function at all.
+# A value finding's published repro is first tried with the Function replaced by its own ``forward``
+# as a plain function (autograd and torch.func differentiate it themselves): where that script shows
+# the disagreement too, it is what gets published, and its header says no custom Function is needed
+# (a bug of the transform, e.g. linearize's const-folding). A mismatch of torch.func against plain
+# autograd on a plain function is a torch bug whatever the Function's rules said. Else (the common
+# case) the repro keeps the class. Error findings keep it always: their repro runs one side only and
+# states the other side's result as found, which a plain function could change.
 
 
 # NOTE [slow findings]
@@ -77,9 +91,12 @@ def lib_sources(docstrings: bool = True) -> dict[str, str]:
     return out
 
 
-def _f(case: Case, *, compact: bool = False) -> list[str]:
+def _f(case: Case, *, compact: bool = False, plain: bool = False) -> list[str]:
     """``f``, the function of the inputs the transforms see; ``compact`` (published repros): the bare
-    ``Fn.apply`` where that is all it is."""
+    ``Fn.apply`` where that is all it is; ``plain``: calling the plain ``forward`` instead (NOTE [plain
+    forward])."""
+    if plain:
+        return [line.replace(f"{CLASS_NAME}.apply", "forward") for line in _f(case, compact=compact)]
     fn = case.function
     xs = ", ".join(f"x{i}" for i in range(fn.n_inputs))
     os_ = [f"o{j}" if j in case.f.uses or j in case.f.inplace else "_" for j in range(len(fn.outputs))]
@@ -119,10 +136,25 @@ def nested(values: list[float], shape: tuple[int, ...]) -> str:
     return "[" + ", ".join(nested(values[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])) + "]"
 
 
+def tensor_expr(values: list[float], shape: tuple[int, ...], dtype: str, extra: str = "") -> str:
+    """The expression of one input tensor: ``torch.tensor([...])``, or ``torch.ones``/``torch.zeros``/
+    ``torch.full`` where every element has one same finite value (the same tensor: contiguous, its
+    dtype; a maintainer reads ``torch.ones(3, 3)`` at a glance). ``extra``: more keyword arguments."""
+    dt = f"dtype=torch.{dtype}{extra}"
+    v = float(values[0]) if values else 0.0
+    if not shape or len(set(map(float, values))) != 1 or not math.isfinite(v) or len(values) < 2:
+        return f"torch.tensor({nested(list(values), shape)}, {dt})"
+    dims = ", ".join(map(str, shape))
+    if v == 1.0:
+        return f"torch.ones({dims}, {dt})"
+    if v == 0.0 and math.copysign(1.0, v) > 0:
+        return f"torch.zeros({dims}, {dt})"
+    return f"torch.full(({dims}{',' if len(shape) == 1 else ''}), {v!r}, {dt})"
+
+
 def _input_exprs(case: Case, extra: str = "") -> list[str]:
-    dt = f"torch.{case.inputs.dtype}"
     return [
-        f"torch.tensor({nested(list(v), shape)}, dtype={dt}{extra})"
+        tensor_expr(list(v), shape, case.inputs.dtype, extra)
         for v, shape in zip(case.inputs.values, input_shapes(case), strict=True)
     ]
 
@@ -391,18 +423,30 @@ def render(
         lib = {**lib, **short_sources("_short")}
         if fn.n_inputs == 1:
             lib = {**lib, **short_sources("_1")}
+        elif all(t.name == "vmap" or t.argnums == 0 for t in case.transforms):
+            lib = {**lib, **short_sources("_0")}
     fc_grad = any(t.name == "autograd_grad" for t in case.transforms)
     out: list[str] = [f"# {h}" if h else "#" for h in header]
     if full:
         out += ["import re", "import sys", "import time", "", "import torch"]
     else:
         out += ["import torch"] if expect is not None else ["import re", "", "import torch"]
-    if fn.once_differentiable:
+    plain = render_plain_forward(fn) if expect is not None and expect.plain else None
+    if expect is not None and expect.plain and plain is None:
+        raise ValueError("Expect.plain needs a Function whose forward does not take ctx")
+    if fn.once_differentiable and plain is None:
         out.append("from torch.autograd.function import once_differentiable")
     out += ["", ""]
-    out += render_function(fn, base, case.inputs.dtype, compact=expect is not None)
-    out += ["", ""]
-    out += _f(case, compact=expect is not None)
+    if plain is None:
+        out += render_function(fn, base, case.inputs.dtype, compact=expect is not None)
+        out += ["", ""]
+        out += _f(case, compact=expect is not None)
+    else:  # NOTE [plain forward]
+        f_lines = _f(case, compact=True, plain=True)
+        if f_lines == ["f = forward"]:
+            out += [plain[0].replace("def forward(", "def f(", 1), *plain[1:]]
+        else:
+            out += [*plain, "", "", *f_lines]
     if full:
         out += ["", ""]
         out += _inputs(case)
@@ -413,7 +457,7 @@ def render(
     if not full and expect is not None:
         run = (True, True) if expect.other is None else (expect.last == 0, expect.last == 1)
         call_a, call_b, defs = _side_forms(
-            fc_expr, cg_expr, run, lib, straight=expect.straight and short and fn.n_inputs == 1
+            fc_expr, cg_expr, run, lib, straight=expect.straight and short, n_inputs=fn.n_inputs
         )
         names = {h for h, on in zip((call_a, call_b), run, strict=True) if on for h in _helpers_in(h, defs)}
         for h in (h for h in HELPER_ORDER if h in names):
@@ -553,18 +597,48 @@ _STRAIGHT = ("autograd_grad", "summed", "jvp_dual")
 _FWD = "torch.autograd.forward_ad"
 
 
-def _straight_line(expr: str, name: str) -> list[str] | None:
+def _loop_core(node: ast.expr, args: list[str]) -> str | None:
+    """``vmap_loop(g, in_dims=..., out_dims=...)`` around a plain name ``g``, called on ``args``, as one
+    expression: the loop over the batch (``unbind`` is ``select`` at every index) stacked; None for any
+    other core."""
+    if not (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "vmap_loop"
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Name)
+    ):
+        return None
+    kw = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+    if set(kw) - {"in_dims", "out_dims"}:
+        return None
+    dims = kw.get("in_dims", 0)
+    dims = dims if isinstance(dims, tuple) else (dims,) * len(args)
+    batched = [(a, d) for a, d in zip(args, dims, strict=True) if d is not None]
+    if not batched:
+        return None
+    names = [f"{a}i" for a, _ in batched]
+    call = ", ".join(f"{a}i" if d is not None else a for a, d in zip(args, dims, strict=True))
+    unbinds = [f"{a}.unbind({d})" for a, d in batched]
+    loop = f"{names[0]} in {unbinds[0]}" if len(batched) == 1 else f"{', '.join(names)} in zip({', '.join(unbinds)})"
+    out_dims = kw.get("out_dims", 0)
+    return f"torch.stack([{node.args[0].id}({call}) for {loop}]{f', dim={out_dims}' if out_dims else ''})"
+
+
+def _straight_line(expr: str, name: str, n_inputs: int = 1) -> list[str] | None:
     """A side of a published repro as a straight-line ``def``.
 
     NOTE [straight-line sides]
-    A published repro of a Function of one input writes a side whose outer levels are plain autograd
-    (``autograd_grad``, ``summed``, at most one ``jvp_dual``) as straight-line code, the way a maintainer
-    writes it: ``y = f(x)``, then one ``torch.autograd.grad`` (or ``forward_ad`` block) per level, instead
-    of the composed twins. The innermost rest (``torch.func.grad(f)``, a loop twin) stays one call. It is
-    the twins' computation where every gradient and tangent exists (the twins return zeros where nothing
-    reaches the input); elsewhere the script raises, verification sees it does not reproduce, and the
-    repro is rendered again with the composed twins (``Expect.straight=False``). Chosen only where it
-    makes the script shorter. Returns the ``def`` lines, or None when no level can be written so."""
+    A published repro writes a side whose outer levels are plain autograd (``autograd_grad``, ``summed``,
+    at most one ``jvp_dual``, each in the first input) as straight-line code, the way a maintainer writes
+    it: ``y = f(x)``, then one ``torch.autograd.grad`` (or ``forward_ad`` block) per level, instead of the
+    composed twins. The innermost rest (``torch.func.grad(f)``, a loop twin) stays one call, except a
+    ``vmap_loop`` around ``f``, which is written as the loop itself (``torch.stack([f(xi) for xi in
+    x.unbind(1)])``). It is the twins' computation where every gradient and tangent exists (the twins
+    return zeros where nothing reaches the input); elsewhere the script raises, verification sees it does
+    not reproduce, and the repro is rendered again with the composed twins (``Expect.straight=False``).
+    Chosen only where it makes the script shorter. Returns the ``def`` lines, or None when no level can be
+    written so."""
     node = ast.parse(expr, mode="eval").body
     levels: list[tuple[str, bool]] = []
     while isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _STRAIGHT:
@@ -576,18 +650,23 @@ def _straight_line(expr: str, name: str) -> list[str] | None:
         cg = isinstance(kw.get("create_graph"), ast.Constant) and kw["create_graph"].value is True
         levels.append((node.func.id, cg))
         node = node.args[0]
-    if not levels:
+    params = ["x"] if n_inputs == 1 else [f"x{i}" for i in range(n_inputs)]
+    x = params[0]
+    loop = _loop_core(node, [x, *params[1:]])
+    if not levels and loop is None:
         return None
     core = ast.unparse(node)
     body: list[str] = []
-    depth, x = 1, "x"
+    depth = 1
     for level, _ in levels:
         if level == "jvp_dual":
             body += [f"{'    ' * depth}with {_FWD}.dual_level():"]
             depth += 1
-            body += [f"{'    ' * depth}xd = {_FWD}.make_dual(x, torch.ones_like(x))"]
+            body += [f"{'    ' * depth}xd = {_FWD}.make_dual({x}, torch.ones_like({x}))"]
             x = "xd"
-    body += [f"{'    ' * depth}y = {core}({x})"]
+    args = [x, *params[1:]]
+    call = _loop_core(node, args) or f"{core}({', '.join(args)})"
+    body += [f"{'    ' * depth}y = {call}"]
     for level, cg in reversed(levels):
         pad = "    " * depth
         if level == "summed":
@@ -598,12 +677,12 @@ def _straight_line(expr: str, name: str) -> list[str] | None:
         else:
             body += [f"{pad}y = {_FWD}.unpack_dual(y).tangent"]
             depth -= 1
-            x = "x"
+            x = params[0]
     if depth == 1:  # the last assignment is the result
         body[-1] = body[-1].replace("y = ", "return ", 1)
     else:
         body += ["    return y"]
-    return [f"def {name}(x):  # {expr}", *body]
+    return [f"def {name}({', '.join(params)}):  # {expr}", *body]
 
 
 def _helpers_in(expr: str, defs: dict[str, list[str]]) -> set[str]:
@@ -613,7 +692,7 @@ def _helpers_in(expr: str, defs: dict[str, list[str]]) -> set[str]:
 
 
 def _side_forms(
-    fc_expr: str, cg_expr: str, run: tuple[bool, bool], lib: dict[str, str], *, straight: bool
+    fc_expr: str, cg_expr: str, run: tuple[bool, bool], lib: dict[str, str], *, straight: bool, n_inputs: int
 ) -> tuple[str, str, dict[str, list[str]]]:
     """Each side of a published repro as the callable its call runs (the composed expression, or the
     name of its straight-line ``def``, NOTE [straight-line sides]), and those ``def``s: of the forms
@@ -621,7 +700,7 @@ def _side_forms(
     forms: list[list[tuple[str, list[str] | None]]] = []
     for expr, on, name in zip((fc_expr, cg_expr), run, ("torch_func", "plain_autograd"), strict=True):
         options: list[tuple[str, list[str] | None]] = [(expr, None)]
-        lines = _straight_line(expr, name) if (straight and on) else None
+        lines = _straight_line(expr, name, n_inputs) if (straight and on) else None
         if lines is not None:
             options.append((name, lines))
         forms.append(options)
@@ -651,8 +730,8 @@ def _call_args(call: str) -> str:
 @functools.cache
 def short_sources(suffix: str) -> dict[str, str]:
     """The shortest forms of the twins for published repros (NOTE [repro styles]): the ``*_short``
-    functions of repro_lib.py (an int ``argnums``) or the ``*_1`` ones (a Function of one input), under
-    the twin's own name."""
+    functions of repro_lib.py (an int ``argnums``), the ``*_1`` ones (a Function of one input) or the
+    ``*_0`` ones (several inputs, every level in the first), under the twin's own name."""
     short = {}
     for name, text in lib_sources(docstrings=False).items():
         if name.endswith(suffix):

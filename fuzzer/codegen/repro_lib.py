@@ -290,6 +290,21 @@ def linearize_ones_1(fn):  # torch.func.linearize, its jvp_fn applied to ones
     return lambda x: torch.func.linearize(fn, x)[1](torch.ones_like(x))
 
 
+# ... and for a Function of several inputs differentiated in its first (argnums=0 at every level).
+
+
+def vjp_ones_0(fn):  # torch.func.vjp in the first input, pulled back from ones
+    return lambda x, *rest: (lambda out, pull: pull(torch.ones_like(out))[0])(*torch.func.vjp(lambda x: fn(x, *rest), x))  # fmt: skip
+
+
+def jvp_ones_0(fn):  # torch.func.jvp in the first input, pushed forward from ones
+    return lambda x, *rest: torch.func.jvp(lambda x: fn(x, *rest), (x,), (torch.ones_like(x),))[1]
+
+
+def linearize_ones_0(fn):  # torch.func.linearize in the first input, its jvp_fn applied to ones
+    return lambda x, *rest: torch.func.linearize(lambda x: fn(x, *rest), x)[1](torch.ones_like(x))
+
+
 def outcome(mode, requires_grad):
     """One side on fresh inputs: what it returned, or the exception it raised."""
     try:

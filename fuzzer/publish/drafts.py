@@ -236,6 +236,12 @@ def bug_sides(bucket: BucketData) -> tuple[bool, bool]:
     return (a, b) if a or b else raising_sides(bucket)
 
 
+def plain_forward(bucket: BucketData) -> bool:
+    """Whether the bucket's repro is written without the custom Function (NOTE [plain forward])."""
+    verification = (bucket.record or {}).get("verification") or {}
+    return bool(isinstance(verification, dict) and verification.get("plain_forward"))
+
+
 def _feature_clause(features: list[str]) -> str:
     if not features:
         return "for a custom autograd.Function"
@@ -289,12 +295,15 @@ def title(bucket: BucketData, s: Sides | None = None) -> str:
     (and wordier phrasings), then "where the other side works"."""
     s = s or sides(bucket)
     features = list(bucket.summary.get("signature_features") or ())
+    plain = plain_forward(bucket)
+    if plain:  # NOTE [plain forward]: no Function in the repro, its features say nothing
+        features = []
     text = None
     for n in range(len(features), -1, -1):
         for err, compact in [(e, False) for e in ERROR_FORMS] + [(ERROR_FORMS[-1], True)]:
             core, works = _title_core(bucket, s, err=err, compact=compact)
             for candidate in (core + works, core):
-                candidate += (" " + _feature_clause(features[:n])) if n else ""
+                candidate += (" " + _feature_clause(features[:n])) if n else (" for a plain function" if plain else "")
                 if len(candidate) <= TITLE_LIMIT:
                     text = candidate
                     break
@@ -467,6 +476,8 @@ def draft(bucket: BucketData, run: RunData, env: str, known: tuple[KnownIssue, .
     features = list(bucket.summary.get("signature_features") or ())
     core, works = _title_core(bucket, s, quote=True)
     what = _feature_clause(features).removeprefix("for ")
+    if plain_forward(bucket):  # NOTE [plain forward]
+        what = "a plain function (found with a custom autograd.Function; its forward alone shows it)"
     intro = (
         f"With {what}, {core}{works}. "
         f"Side A runs the transforms through torch.func; side B computes {ORACLE_TEXT.get(oracle, oracle)}, "

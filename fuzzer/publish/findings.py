@@ -277,6 +277,9 @@ def bucket_from_json(d: dict[str, Any], out: Path) -> Bucket[Finding]:
 def bucket_row(b: Bucket[Finding], out: Path, stacks: dict[str, int]) -> dict[str, Any]:
     """A bucket as ``summary.json`` lists it (``stacks``: "oracle: stack" -> hits)."""
     rule = b.published.broken_rule
+    triage = b.published.extra.get("triage") or (f"breaks {rule}" if rule else None)
+    if b.path is not None and _plain_forward(b.path):  # NOTE [plain forward]
+        triage = f"{triage}; no Function needed" if triage else "no Function needed"
     return {
         "id": b.signature.id,
         "signature": b.signature.text,
@@ -291,7 +294,7 @@ def bucket_row(b: Bucket[Finding], out: Path, stacks: dict[str, int]) -> dict[st
         "status": b.status,
         # NOTE [broken rules]: a torch-bug error of a Function that breaks a rule says which, where the
         # triage of a value finding would be
-        "triage": b.published.extra.get("triage") or (f"breaks {rule}" if rule else None),
+        "triage": triage,
         "broken_rule": rule,
         "shrink_seconds": b.shrink_seconds,
         "repro_lines": b.published.shrink.get("lines_after"),
@@ -299,3 +302,13 @@ def bucket_row(b: Bucket[Finding], out: Path, stacks: dict[str, int]) -> dict[st
         "cases_to_find": b.first.cases_to_find,
         "path": str(b.path.relative_to(out)) if b.path else None,
     }
+
+
+def _plain_forward(d: Path) -> bool:
+    """Whether the verified repro in ``d`` is written without the custom Function (NOTE [plain forward])."""
+    try:
+        record = json.loads((d / "finding.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    verification = record.get("verification") if isinstance(record, dict) else None
+    return isinstance(verification, dict) and bool(verification.get("plain_forward"))

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from ..codegen.error_key import message_key
-from ..codegen.render import render
+from ..codegen.function import render_plain_forward
+from ..codegen.render import Expect, render
 from ..ir.files import atomic_write_json, atomic_write_text
 from ..ir.serde import dumps
 from ..judge.execute import Side
@@ -34,11 +35,12 @@ from .findings import Finding
 from .forkserver import ForkServer
 
 
-def stage(out: Path, finding: Finding, *, compact: bool = True, straight: bool = True) -> Path:
+def stage(out: Path, finding: Finding, *, compact: bool = True, straight: bool = True, plain: bool = False) -> Path:
     """Write the finding's files under ``OUT/.pending/<id>/``; ``compact``: the repro ends as NOTE [repro
     styles] says for its verdict (else with the generic comparison, which prints ``verdict: ...``);
     ``straight``: plain-autograd sides written as straight-line code where shorter (NOTE [straight-line
-    sides])."""
+    sides]); ``plain``: the Function replaced by its forward as a plain function (NOTE [plain forward],
+    only where :func:`plain_possible`)."""
     d = out / ".pending" / finding.signature.id
     if d.exists():
         shutil.rmtree(d)
@@ -50,14 +52,28 @@ def stage(out: Path, finding: Finding, *, compact: bool = True, straight: bool =
     expect = finding.expect() if compact else None
     if expect is not None and not straight:
         expect = dataclasses.replace(expect, straight=False)
+    header = finding.short_header()
+    if plain:
+        expect = dataclasses.replace(finding.expect() or Expect(), plain=True)
+        header = [*header, PLAIN_HEADER]
     if finding.signature.verdict == "slow":  # it needs the timing of the full script (NOTE [slow findings])
         repro = render(finding.case, header=finding.header(), oracle=oracle)
     else:
-        repro = render(finding.case, header=finding.short_header(), oracle=oracle, style="repro", expect=expect)
+        repro = render(finding.case, header=header, oracle=oracle, style="repro", expect=expect)
     atomic_write_text(d / "repro.py", repro)
-    test = render(finding.case, header=finding.short_header(), oracle=oracle, style="pytest", expect=expect)
+    test = render(finding.case, header=header, oracle=oracle, style="pytest", expect=expect)
     atomic_write_text(d / "test_repro.py", test)
     return d
+
+
+#: The second header line of a repro written with the plain forward (NOTE [plain forward]).
+PLAIN_HEADER = "no custom autograd.Function needed: its forward as a plain function shows the same disagreement"
+
+
+def plain_possible(finding: Finding) -> bool:
+    """Whether the repro of ``finding`` is first tried with the plain forward (NOTE [plain forward]): a
+    value finding of a Function whose forward does not take ctx."""
+    return finding.signature.verdict == "value_mismatch" and render_plain_forward(finding.case.function) is not None
 
 
 def reproduced(finding: Finding, output: str, compact: bool, *, exception: str | None = None) -> bool:
@@ -167,10 +183,19 @@ def verify_and_publish(
         result = run_repro(staged / "repro.py", python=python, timeout=2 * (case_timeout or 60.0) + 30)
         verified = result["exit_code"] is not None and result["exit_code"] < 0
     else:
-        result = _run_staged(staged, python, server)
-        verified = result["exit_code"] == 1 and reproduced(
-            finding, result["output_tail"], compact=True, exception=result["exception_line"]
-        )
+        verified = False
+        if plain_possible(finding):  # NOTE [plain forward]
+            result = _run_staged(stage(out, finding, plain=True), python, server)
+            verified = result["exit_code"] == 1 and reproduced(finding, result["output_tail"], compact=True)
+            if verified:
+                result["plain_forward"] = True
+            else:
+                staged = stage(out, finding)
+        if not verified:
+            result = _run_staged(staged, python, server)
+            verified = result["exit_code"] == 1 and reproduced(
+                finding, result["output_tail"], compact=True, exception=result["exception_line"]
+            )
         if not verified and finding.expect() is not None:
             # NOTE [straight-line sides]: where a gradient or tangent does not exist, the composed twins
             text = (staged / "repro.py").read_text(encoding="utf-8")

@@ -99,16 +99,17 @@ def _short_forms() -> list[tuple[str, str]]:
     import fuzzer.codegen.repro_lib as lib
 
     return [
-        (name, name.rsplit("_", 1)[0] if name.endswith("_1") else name.removesuffix("_short"))
+        (name, name.rsplit("_", 1)[0] if name.endswith(("_1", "_0")) else name.removesuffix("_short"))
         for name in dir(lib)
-        if name.endswith(("_short", "_1")) and callable(getattr(lib, name))
+        if name.endswith(("_short", "_1", "_0")) and callable(getattr(lib, name))
     ]
 
 
 @pytest.mark.parametrize("short,twin", _short_forms())
 def test_short_twins_of_published_repros_compute_what_the_general_ones_do(short: str, twin: str) -> None:
     """NOTE [repro styles]: a published repro uses the shortest form of each twin (``*_short`` for an int
-    argnums, ``*_1`` for a Function of one input); each computes exactly what the general twin does."""
+    argnums, ``*_1`` for a Function of one input, ``*_0`` for several differentiated in the first); each
+    computes exactly what the general twin does."""
     import fuzzer.codegen.repro_lib as lib
 
     def h(x, y):
@@ -122,6 +123,9 @@ def test_short_twins_of_published_repros_compute_what_the_general_ones_do(short:
         one = lambda x: h(x, y)  # noqa: E731
         want = general(one, **kwargs)(x.clone().requires_grad_())
         got = compact(one, **kwargs)(x.clone().requires_grad_())
+    elif short.endswith("_0"):
+        want = general(h, argnums=0, **kwargs)(x.clone().requires_grad_(), y.clone().requires_grad_())
+        got = compact(h, **kwargs)(x.clone().requires_grad_(), y.clone().requires_grad_())
     else:
         want = general(h, argnums=1, **kwargs)(x.clone().requires_grad_(), y.clone().requires_grad_())
         got = compact(h, argnums=1, **kwargs)(x.clone().requires_grad_(), y.clone().requires_grad_())

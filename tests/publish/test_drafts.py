@@ -191,6 +191,15 @@ def test_title_says_what_disagrees() -> None:
     assert title(err).startswith('autograd.forward_ad raises RuntimeError "boom" where torch.func.jvp works')
 
 
+def test_a_bucket_whose_repro_needs_no_function_says_so() -> None:
+    """NOTE [plain forward]: a repro written with the plain forward names no Function features."""
+    b = bucket("value_mismatch", ["linearize", "jacrev"], ["custom_jvp"], verification={"plain_forward": True})
+    assert title(b).endswith(" for a plain function [affuzz:value_mismatch-0123456789]"), title(b)
+    assert "autograd.Function" not in title(b)
+    text = draft(b, run_data(), "env")
+    assert "With a plain function (found with a custom autograd.Function" in text
+
+
 def test_labels() -> None:
     assert labels(bucket("value_mismatch", ["grad"], [])) == ["module: functorch", "module: autograd", LABEL_SILENT]
     assert LABEL_FORWARD_AD in labels(bucket("error_functorch_only", ["linearize"], []))

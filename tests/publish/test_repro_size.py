@@ -104,3 +104,31 @@ def test_scalar_jacobian_levels_are_written_as_derivatives(tmp_path: Path) -> No
     script.write_text(text)
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "tensor(2., dtype=torch.float64" in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.skipif(not ON_2_13, reason="pinned on torch 2.13, where these corpus bugs are open")
+@pytest.mark.parametrize(
+    "entry,plain",
+    [
+        ("value_mismatch-b5cf95d152", True),  # G13: linearize drops jacrev's fill_: x**2 alone shows it
+        ("value_mismatch-ffc0c71408", False),  # G10: forward AD drops a tangent after a custom view output
+    ],
+)
+def test_a_value_repro_drops_the_function_only_where_its_forward_alone_shows_the_bug(
+    entry: str, plain: bool, tmp_path: Path, judged_finding
+) -> None:
+    """NOTE [plain forward]: the published repro of a value finding is written with the Function's forward
+    as a plain function where that script shows the disagreement too (and says so), else with the class;
+    either way it is what verification ran."""
+    import json
+
+    from fuzzer.publish.verify import PLAIN_HEADER
+
+    e = load_entry(ROOT / "corpus" / entry)
+    finding, text, proc = published(e.case, e.oracle, tmp_path, judged_finding)
+    assert finding.signature.verdict == "value_mismatch"
+    record = json.loads((tmp_path / "findings" / finding.signature.id / "finding.json").read_text())
+    assert bool(record["verification"].get("plain_forward")) is plain
+    assert ("class Fn(torch.autograd.Function)" not in text) is plain, text
+    assert (PLAIN_HEADER in text) is plain
+    assert proc.returncode == 1 and "not close" in proc.stderr, proc.stdout + proc.stderr

@@ -20,6 +20,9 @@ every key present must hold:
     transforms      a regex that must match the whole signature skeleton, outermost first and joined by
                     ``>`` (``hessian>jacrev``)
     features        all of them among the bucket's essential features
+    case_features   all of them among the features of the bucket's case, essential or not (a feature
+                    that ablation cannot make essential: without a custom jvp, forward AD of a Function
+                    raises the documented error, so ``custom_jvp`` is never essential to a value bucket)
     exact_features  the bucket's essential features are exactly these
     not_features    none of them among the bucket's essential features
     ids             bucket ids
@@ -42,7 +45,17 @@ from ..ir.errors import AffuzzError
 DEFAULT_TABLE = Path(__file__).with_name("known_issues.json")
 PYTORCH_ISSUES = "https://github.com/pytorch/pytorch/issues/"
 RULE_KEYS = frozenset(
-    {"fingerprint", "verdict", "oracle", "transforms", "features", "exact_features", "not_features", "ids"}
+    {
+        "fingerprint",
+        "verdict",
+        "oracle",
+        "transforms",
+        "features",
+        "case_features",
+        "exact_features",
+        "not_features",
+        "ids",
+    }
 )
 STATES = ("open", "closed")
 
@@ -64,6 +77,7 @@ def rule_holds(
     features: tuple[str, ...],
     bucket_id: str,
     transforms: tuple[str, ...] = (),
+    case_features: tuple[str, ...] = (),
 ) -> bool:
     """Whether one ``match`` rule holds for a bucket (NOTE [known issues])."""
     essential = set(features)
@@ -73,6 +87,7 @@ def rule_holds(
         "oracle": lambda v: _one_of(v, oracle),
         "transforms": lambda v: re.fullmatch(v, ">".join(transforms)) is not None,
         "features": lambda v: set(v) <= essential,
+        "case_features": lambda v: set(v) <= essential | set(case_features),
         "exact_features": lambda v: set(v) == essential,
         "not_features": lambda v: not set(v) & essential,
         "ids": lambda v: bucket_id in v,
@@ -127,10 +142,12 @@ class KnownIssue:
         features: tuple[str, ...],
         bucket_id: str,
         transforms: tuple[str, ...] = (),
+        case_features: tuple[str, ...] = (),
     ) -> bool:
         return any(
             rule_holds(
                 rule,
+                case_features=case_features,
                 signature=signature,
                 verdict=verdict,
                 oracle=oracle,
@@ -187,6 +204,7 @@ def _matching(bucket: dict[str, Any], table: tuple[KnownIssue, ...] | None) -> l
             features=tuple(bucket.get("signature_features") or ()),
             bucket_id=bucket["id"],
             transforms=tuple(bucket.get("transforms") or ()),
+            case_features=tuple(bucket.get("features") or ()),
         )
     ]
 
@@ -217,4 +235,5 @@ def corpus_bucket(meta: dict[str, Any]) -> dict[str, Any]:
         "oracle": meta["oracle"],
         "transforms": list(meta.get("transforms") or ()),
         "signature_features": list(meta.get("essential_features") or ()),
+        "features": list(meta.get("features") or ()),
     }

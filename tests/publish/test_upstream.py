@@ -183,6 +183,20 @@ def test_variants_and_near_misses(b: dict[str, Any], number: int | None) -> None
     assert (k.number if k else None) == number, (b["signature"], k)
 
 
+def test_a_feature_ablation_cannot_make_essential_still_matches_among_the_case_features() -> None:
+    """``case_features``: forward-over-forward through a custom jvp (#197867) is a value bucket whose
+    ``custom_jvp`` is never essential (without it forward AD raises the documented error), so the rule
+    looks among all of the case's features; a case without a jvp rule matches nothing."""
+    b = bucket("value_mismatch", "functorch_vs_create_graph", ["hessian", "jacfwd"], ["output_is_view"])
+    assert known_issue(b) is None
+    with_jvp = {**b, "features": ["output_is_view", "custom_jvp", "saved_input"]}
+    k = known_issue(with_jvp)
+    assert k is not None and k.number == 197867
+    assert known_issue({**b, "features": ["output_is_view", "saved_input"]}) is None
+    reverse = bucket("value_mismatch", "functorch_vs_create_graph", ["grad", "grad"], [])
+    assert known_issue({**reverse, "features": ["custom_jvp"]}) is None  # no forward level over a forward one
+
+
 def test_the_table_says_state_and_evidence() -> None:
     table = load_known_issues()
     assert {k.number for k in table if not k.related} == {197867, 178425, 96887, 90224}

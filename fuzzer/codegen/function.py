@@ -25,6 +25,7 @@ import re
 from ..ir.case import INVERTIBLE_VIEWS, NON_TENSOR_OUTPUT, FunctionDef, View
 from ..ir.dataflow import grad_flows, live_nodes, needed_values, value_provided_by_saved
 from ..ir.shapes import output_shapes
+from ..ir.validity import input_aliases, jvp_not_view
 
 CLASS_NAME = "Fn"
 
@@ -230,6 +231,8 @@ def _jvp_rule(fn: FunctionDef) -> list[str]:
         lines.append(f"        dt{k} = {e}")
     # Forward AD requires the tangent of an output that is a view (or an input as-is) to be a view too.
     outs = [_view_expr(tan(o.ref), o.view or View("view_as")) if o.kind != "node" else tan(o.ref) for o in fn.outputs]
+    if jvp_not_view(fn):  # NOTE [promises]: the documented-illegal variant, the same values but no view
+        outs = [f"{e}.clone()" if j in input_aliases(fn) else e for j, e in enumerate(outs)]
     outs = [
         "None"
         if j in fn.non_differentiable

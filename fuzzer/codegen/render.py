@@ -52,6 +52,9 @@ class Expect:
     straight: bool = True
     # NOTE [plain forward]: the Function's forward as a plain function, no autograd.Function
     plain: bool = False
+    # NOTE [promises] in fuzzer/judge/compare.py: one side raises the error the docs promise, the other
+    # returns; both run, and the script fails while exactly one of them raises
+    promise: bool = False
 
 
 # NOTE [plain forward]
@@ -526,6 +529,9 @@ def render(
     return "\n".join(out)
 
 
+#: What a promise repro's assertion says (NOTE [promises]); verification looks for it.
+PROMISE_MESSAGE = "one side raises the error torch promises for this Function, the other returns a value"
+
 #: Characters of input expressions a published repro writes into each side's call (else ``inputs()``).
 _INLINE_INPUTS = 160
 
@@ -555,7 +561,7 @@ def _compact_tail(
     first, last = (sides[1], sides[0]) if expect.last == 0 else (sides[0], sides[1])
     body: list[str] = []
     defs: list[str] = []
-    if not expect.a_raises and not expect.b_raises:
+    if expect.promise or (not expect.a_raises and not expect.b_raises):
         # NOTE [repro exit status]: both sides raising one same error is agreement too (exit 0)
         defs = [
             "def outcome(side, *xs):  # what a side returns, or the error it raises",
@@ -571,6 +577,8 @@ def _compact_tail(
             "if not (isinstance(a, Exception) and repr(a) == repr(b)):  # one same error on both sides: they agree",
             "    torch.testing.assert_close(a, b)  # fails (exit 1) while the two disagree",
         ]
+        if expect.promise:  # NOTE [promises]: a value where the other side raises the promised error
+            body[-1:-1] = [f"    assert isinstance(a, Exception) == isinstance(b, Exception), {PROMISE_MESSAGE!r}"]
     else:
         if not last[2]:
             raise ValueError("Expect.last must name a side that raises")

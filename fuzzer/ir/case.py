@@ -138,6 +138,9 @@ class FunctionDef:
     non_tensor_output: bool = False  # forward also returns a Python int (NON_TENSOR_OUTPUT), last
     scalars: tuple[float, ...] = ()  # non-tensor inputs s<i>, passed to apply after the tensors
     dirty: tuple[int, ...] = ()  # inputs forward doubles in place (x.mul_(2)), returns, and marks dirty
+    # NOTE [promises]: the jvp rule returns a tangent that is not a view (a clone, the same value) for
+    # each output that is an input as-is or a view of one; documented-illegal, plain forward AD raises
+    jvp_not_view: bool = False
 
 
 @dataclass(frozen=True)

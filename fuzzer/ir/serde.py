@@ -75,6 +75,7 @@ def case_to_json(case: Case) -> dict[str, Any]:
             "non_tensor_output": fn.non_tensor_output,
             "scalars": list(fn.scalars),
             "dirty": list(fn.dirty),
+            **({"jvp_not_view": True} if fn.jvp_not_view else {}),  # written only when set: older readers
         },
         "f": {
             "uses": list(case.f.uses),
@@ -167,6 +168,7 @@ def case_from_json(data: Any) -> Case:
         "non_tensor_output",
         "scalars",
         "dirty",
+        "jvp_not_view",
     )
     fd = _obj(
         d["function"],
@@ -232,6 +234,7 @@ def case_from_json(data: Any) -> Case:
         non_tensor_output=fd.get("non_tensor_output", False),
         scalars=tuple(_list(fd.get("scalars", []), "function.scalars")),
         dirty=tuple(_int(i, "function.dirty") for i in _list(fd.get("dirty", []), "function.dirty")),
+        jvp_not_view=fd.get("jvp_not_view", False),
     )
     f = _obj(d["f"], "f", ("uses",), ("combine", *(("inplace", "inplace_no_grad") if v2 else ())))
     idata = _obj(d["inputs"], "inputs", ("shape", "values"), ("dtype",))

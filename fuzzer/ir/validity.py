@@ -177,6 +177,17 @@ def aliased_drops(fn: FunctionDef) -> set[int]:
     return out
 
 
+def input_aliases(fn: FunctionDef) -> list[int]:
+    """Outputs that are an input as-is or a view of one: the outputs whose tangent plain forward AD
+    requires to be a view of the input's tangent (NOTE [promises] in :mod:`fuzzer.judge.compare`)."""
+    return [j for j, o in enumerate(fn.outputs) if o.kind == "input" or (o.kind == "view" and o.ref.startswith("x"))]
+
+
+def jvp_not_view(fn: FunctionDef) -> bool:
+    """Whether the Function's jvp rule returns a non-view tangent for such an output (documented-illegal)."""
+    return fn.jvp_rule and fn.jvp_not_view and bool(input_aliases(fn))
+
+
 def _saved_outputs(fn: FunctionDef) -> set[int]:
     return {int(r[1:]) for r in fn.saved if r.startswith("o")}
 

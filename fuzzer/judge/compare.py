@@ -9,6 +9,20 @@ conditions under which the documentation says it happens, docs link) is explaine
 raised it*, and only where the conditions hold for that Function and for what that side runs
 (:class:`fuzzer.ir.validity.SideInfo`). A pair is ``expected`` only when every side that raised is
 explained; otherwise the unexplained errors are the finding, and their fingerprints bucket it.
+
+NOTE [promises]
+Some registry entries are *promises* (``"promise"``: what the documentation or torch's own check says):
+the error is not a limitation of one API but torch's rule for the program, so every side that runs
+the program where the conditions hold owes that error. A side that raises it is explained; where the
+other side runs the same program (the entry's conditions hold for it too) and returns a value, the pair
+is ``promise_broken`` (a finding whatever the validity table says of the values, NOTE [broken rules] in
+:mod:`fuzzer.judge.judge`), bucketed by the promised error's fingerprint, the side that returned being
+the one at fault. The first promise: a jvp rule that returns a non-view tangent for an output that is
+an input as-is or a view of one, which plain forward AD refuses (the generator draws such Functions
+rarely, feature ``jvp_not_view``). Not a promise: double backward through ``@once_differentiable``.
+torch.autograd.grad treats the once-differentiable gradient as unrelated to the input (no error, no
+gradient; the error is raised only when backward reaches the error node), and torch.func's zeros were
+made consistent with that on purpose (pytorch/pytorch#90224, 2023-01-17 comment).
 """
 
 from __future__ import annotations
@@ -22,7 +36,7 @@ from pathlib import Path
 from ..ir.case import Case
 from ..ir.dataflow import value_provided_by_saved
 from ..ir.errors import AffuzzError
-from ..ir.validity import SideInfo
+from ..ir.validity import SideInfo, jvp_not_view
 from ..ir.verdicts import ERROR_VERDICTS
 from .execute import Outcome, Side
 
@@ -37,6 +51,7 @@ CONDITIONS = (
     "saves_input_returned_as_is",
     "f_modifies_output_in_place",
     "side_linearize_nested",
+    "jvp_not_view",
 )
 DEFAULT_REGISTRY = Path(__file__).with_name("known_limitations.json")
 
@@ -52,6 +67,7 @@ FUNCTION_CONDITIONS = (
     "legacy_forward",
     "saves_input_returned_as_is",
     "f_modifies_output_in_place",
+    "jvp_not_view",
 )
 
 
@@ -64,6 +80,7 @@ def function_conditions(case: Case) -> dict[str, bool]:
         "legacy_forward": fn.style == "legacy",
         "saves_input_returned_as_is": saves_input_returned_as_is(case),
         "f_modifies_output_in_place": bool(case.f.inplace),
+        "jvp_not_view": jvp_not_view(fn),
     }
 
 
@@ -76,7 +93,7 @@ def condition_holds(name: str, function: Mapping[str, bool], side: SideInfo) -> 
         "side_forward_ad": side.forward_ad,
         "side_linearize_nested": side.linearize_nested,
     }
-    return sides[name] if name in sides else bool(function[name])
+    return sides[name] if name in sides else bool(function.get(name, False))
 
 
 def saves_input_returned_as_is(case: Case) -> bool:
@@ -101,6 +118,11 @@ class Limitation:
     pattern: re.Pattern[str]
     docs: str
     issue: str | None = None
+    promise: str | None = None  # NOTE [promises]: what the docs (or torch's own check) promise
+
+    def holds_for(self, info: SideInfo, function: Mapping[str, bool]) -> bool:
+        """Whether the conditions hold for a side running ``info`` (the program the promise is about)."""
+        return all(condition_holds(c, function, info) for c in self.requires)
 
     def explains(self, side: Side, info: SideInfo, function: Mapping[str, bool]) -> bool:
         """Whether this limitation explains ``side``'s error: the message matches and every condition
@@ -135,7 +157,10 @@ def load_registry(path: Path | str = DEFAULT_REGISTRY) -> tuple[Limitation, ...]
             pattern = re.compile(e["pattern"])
         except re.error as err:
             raise RegistryError(f"{where}: bad pattern ({err})") from None
-        out.append(Limitation(e["name"], tuple(e["requires"]), pattern, e["docs"], e.get("issue")))
+        promise = e.get("promise")
+        if promise is not None and (not isinstance(promise, str) or not promise.strip()):
+            raise RegistryError(f"{where}: promise must be a sentence saying what torch promises")
+        out.append(Limitation(e["name"], tuple(e["requires"]), pattern, e["docs"], e.get("issue"), promise))
     return tuple(out)
 
 
@@ -171,14 +196,22 @@ def classify(
         return Classified(v, None, "")
     names: list[str] = []
     unexplained: list[str] = []
-    for side, info in pairs:
+    broken: list[tuple[str, str]] = []  # NOTE [promises]: (promise, fingerprint) the other side broke
+    for (side, info), (other, other_info) in zip(pairs, pairs[::-1], strict=True):
         if side.ok:
             continue
-        hit = [lim.name for lim in registry if lim.explains(side, info, function)]
+        hit = [lim for lim in registry if lim.explains(side, info, function)]
         if hit:
-            names += hit
+            names += [lim.name for lim in hit]
+            broken += [
+                (lim.name, side.fingerprint)
+                for lim in hit
+                if lim.promise and other.ok and lim.holds_for(other_info, function)
+            ]
         else:
             unexplained.append(side.fingerprint)
-    if not unexplained:
-        return Classified("expected", "+".join(dict.fromkeys(names)), "")
-    return Classified(v, None, unexplained[0])
+    if unexplained:
+        return Classified(v, None, unexplained[0])
+    if broken:
+        return Classified("promise_broken", broken[0][0], broken[0][1])
+    return Classified("expected", "+".join(dict.fromkeys(names)), "")

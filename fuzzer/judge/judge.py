@@ -99,7 +99,7 @@ class Judge:
             rule = rule_conflict(case, *both) if torch_under_test else None
             j = self._classify(case, oracle, both, outcomes[oracle], recheck and rule is None)
             if rule is not None:  # NOTE [broken rules]
-                if j.verdict == "torch_bug_error":
+                if j.verdict in ("torch_bug_error", "promise_broken"):  # NOTE [promises]: errors, not values
                     j = replace(j, broken_rule=rule)
                 else:
                     j = Judgement("not_applicable", oracle, rule, outcome=j.outcome)

@@ -280,6 +280,10 @@ def _title_core(
         if b and not a:
             return f"{s.b} raises {err}", "" if raised_a else f" where {s.a} works"
         return f"{s.a} and {s.b} raise {err}", ""
+    if verdict == "promise_broken":  # NOTE [promises]: the side that returned broke it
+        raised_a, raised_b = raising_sides(bucket)
+        kept, broke = (s.a, s.b) if raised_a and not raised_b else (s.b, s.a)
+        return f"{broke} returns a value where {kept} raises the error torch promises ({err})", ""
     if verdict == "hang":
         return f"{s.a} or {s.b} hangs", ""
     if verdict == "slow":
@@ -422,6 +426,11 @@ def _expected(bucket: BucketData, s: Sides) -> str:
     if verdict == "crash":
         return "Neither side crashes the interpreter."
     text = "Both sides return the same result, or raise the same error."
+    if verdict == "promise_broken":  # NOTE [promises]
+        text += (
+            " For this Function torch promises the error the other side raises (its documented check), so a"
+            " side that runs the same Function in the same mode should raise it too instead of returning."
+        )
     if verdict == "torch_bug_error":
         text += " PyTorch itself calls this error a bug (an internal assert or an assertion inside torch)."
         rule = record.get("broken_rule")

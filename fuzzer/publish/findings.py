@@ -56,7 +56,7 @@ class Finding:
     def broken_rule(self) -> str | None:
         """NOTE [broken rules]: the rule the Function breaks, for a torch-bug error found in a comparison
         the validity table calls not applicable (None otherwise)."""
-        if self.signature.verdict != "torch_bug_error":
+        if self.signature.verdict not in ("torch_bug_error", "promise_broken"):
             return None
         return not_applicable(self.case, self.signature.oracle)
 
@@ -218,6 +218,8 @@ def expect_of(verdict: str, outcome: Outcome, fingerprint: str) -> Expect | None
     a, b = not outcome.functorch.ok, not outcome.reference.ok
     if verdict == "value_mismatch":
         return Expect()
+    if verdict == "promise_broken":  # NOTE [promises]: both sides run, the one that returns is the bug
+        return Expect(a_raises=a, b_raises=b, promise=True)
     if verdict not in ("error_functorch_only", "error_reference_only", "different_errors", "torch_bug_error"):
         return None
     if not (a or b):

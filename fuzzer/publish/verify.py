@@ -26,7 +26,7 @@ from typing import Any
 
 from ..codegen.error_key import message_key
 from ..codegen.function import render_plain_forward
-from ..codegen.render import Expect, render
+from ..codegen.render import PROMISE_MESSAGE, Expect, render
 from ..ir.files import atomic_write_json, atomic_write_text
 from ..ir.serde import dumps
 from ..judge.execute import Side
@@ -86,6 +86,8 @@ def reproduced(finding: Finding, output: str, compact: bool, *, exception: str |
     expect = finding.expect() if compact else None
     if expect is None:
         return f"verdict: {verdict}" in output
+    if expect.promise:  # NOTE [promises]
+        return f"AssertionError: {PROMISE_MESSAGE}" in output
     if not expect.a_raises and not expect.b_raises:
         return "AssertionError" in output and "not close" in output
     side = finding.outcome.functorch if expect.last == 0 else finding.outcome.reference

@@ -43,8 +43,8 @@ class Signature:
     @property
     def kind(self) -> str:
         """The bucket's kind: the verdict, except that every error verdict of one torch error is one
-        ``error`` bucket (a torch-bug error stays ``torch_bug_error``)."""
-        return "error" if self.error and self.verdict != "torch_bug_error" else self.verdict
+        ``error`` bucket (a torch-bug error stays ``torch_bug_error``, a broken promise ``promise_broken``)."""
+        return "error" if self.error and self.verdict not in ("torch_bug_error", "promise_broken") else self.verdict
 
     @property
     def id(self) -> str:

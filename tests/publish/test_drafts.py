@@ -75,7 +75,8 @@ def test_every_verified_bucket_gets_a_draft_in_the_bug_report_form(drafted: tupl
             assert "`module: forward ad`" in label_line
         if not {"jvp", "jacfwd", "linearize"} & set(b["transforms"]) and b["oracle"] == "vmap_vs_loop":
             assert "`module: forward ad`" not in label_line
-        assert f"[{b['id']}.md]({b['id']}.md)" in index and first.removeprefix("# ") in index
+        # the index is a table: a title's "|" is escaped there
+        assert f"[{b['id']}.md]({b['id']}.md)" in index and first.removeprefix("# ").replace("|", "\\|") in index
 
 
 def test_error_drafts_name_the_side_that_raised(drafted: tuple[Path, list[Path]]) -> None:

@@ -1,0 +1,64 @@
+"""NOTE [promises]: where torch promises an error for a Function (its own check), a side that runs the same
+Function in the same mode and returns a value has broken the promise: a finding of its own verdict, on real
+torch. The same Function with a faithful jvp is consistent; a stack without forward AD never owes the error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fuzzer.ir.case import Case, FDef, FunctionDef, Inputs, Node, Output, Transform, View
+from fuzzer.ir.features import features
+from fuzzer.ir.oracles import MAIN
+from fuzzer.ir.validate import validate
+from fuzzer.judge.compare import load_registry
+from fuzzer.judge.judge import Judge
+from fuzzer.publish.verify import stage, verify_and_publish
+
+
+def _case(*, not_view: bool, transforms: tuple[Transform, ...] = (Transform("jvp"),)) -> Case:
+    # returns a view of x0 and x0 ** 2, saves x0 for backward and forward, a jvp rule; f adds both outputs
+    fn = FunctionDef(
+        n_inputs=1,
+        nodes=(Node("pow", ("x0",)),),
+        outputs=(Output("view", "x0", View("view_as")), Output("node", "t0")),
+        saved=("x0",),
+        jvp_rule=True,
+        jvp_not_view=not_view,
+    )
+    return Case(fn, FDef(uses=(0, 1)), Inputs((2,), ((1.0, 2.0),)), transforms)
+
+
+def test_the_promised_error_is_a_registry_promise_with_its_source() -> None:
+    (entry,) = [lim for lim in load_registry() if lim.promise]
+    assert entry.name == "jvp_of_input_alias_not_a_view"
+    assert "custom_function.cpp" in entry.docs and "view" in entry.promise
+    assert set(entry.requires) == {"side_forward_ad", "jvp_not_view"}
+
+
+def test_a_side_that_returns_where_forward_ad_raises_the_promised_error_is_promise_broken(
+    judged_finding, tmp_path: Path
+) -> None:
+    case = _case(not_view=True)
+    validate(case)
+    assert "jvp_not_view" in features(case)
+    finding, j = judged_finding(case, MAIN)
+    assert j.verdict == "promise_broken", (j.verdict, j.reason, j.fingerprint)
+    assert j.reason == "jvp_of_input_alias_not_a_view"
+    assert j.outcome is not None and j.outcome.functorch.ok and not j.outcome.reference.ok
+    assert "the jvp is not returning a view" in j.fingerprint
+    assert finding.signature.kind == "promise_broken" and finding.signature.id.startswith("promise_broken-")
+    verified, dest = verify_and_publish(tmp_path, stage(tmp_path, finding), finding)
+    assert verified, (dest / "repro.py").read_text()
+    text = (dest / "repro.py").read_text()
+    assert ".clone()" in text and "torch.autograd.forward_ad" in text
+
+
+def test_the_same_function_with_a_view_tangent_is_consistent() -> None:
+    j = Judge()(_case(not_view=False), MAIN)
+    assert j.verdict == "consistent", (j.verdict, j.reason, j.fingerprint)
+
+
+def test_no_side_owes_the_error_without_forward_mode() -> None:
+    """Under grad neither side runs forward AD: the jvp rule is never called, nothing is promised."""
+    j = Judge()(_case(not_view=True, transforms=(Transform("grad"),)), MAIN)
+    assert j.verdict == "consistent", (j.verdict, j.reason, j.fingerprint)

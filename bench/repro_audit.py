@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from fuzzer.codegen.render import PROMISE_MESSAGE  # noqa: E402
 from fuzzer.judge.compare import load_registry  # noqa: E402
 from fuzzer.judge.judge import Judge  # noqa: E402
 from fuzzer.publish.findings import Finding  # noqa: E402
@@ -55,7 +56,12 @@ def audit(out: Path, python: str) -> list[dict[str, object]]:
         ran = run_repro(d / "repro.py", python=python, timeout=300)
         line = ran["exception_line"] or ""
         fingerprint = record.get("error") or ""
-        if fingerprint:
+        if record["verdict"] == "promise_broken":  # NOTE [promises]: the assertion, and the promised error shown
+            tail = ran["output_tail"]
+            message = fingerprint.split(": ", 1)[-1].rsplit(" @ ", 1)[0][:40]
+            shows = f"AssertionError: {PROMISE_MESSAGE}" in tail and message in tail
+            shown = line
+        elif fingerprint:
             shows = line_key(line) == fingerprint.rsplit(" @ ", 1)[0]
             shown = line
         else:

@@ -421,7 +421,7 @@ def render_function(
     lines = _class_lines(fn, base, dtype)
     if not compact:
         return lines
-    return _return_directly(_drop_unused(lines))
+    return _inputs_directly(_return_directly(_drop_unused(lines)))
 
 
 def render_plain_forward(fn: FunctionDef) -> list[str] | None:
@@ -464,6 +464,28 @@ def _drop_unused(lines: list[str]) -> list[str]:
 
 #: Longest line :func:`_return_directly` writes by substituting a value into a ``return``.
 _RETURN_WIDTH = 100
+
+
+def _inputs_directly(lines: list[str]) -> list[str]:
+    """In setup_context, ``x0, x1 = inputs`` read only to save them all, in order: ``*inputs`` instead
+    (``ctx.save_for_backward(*inputs)``), the unpacking dropped. ``inputs`` is what apply got, so only
+    where those are exactly the tensors unpacked (no ``_``, no non-tensor input)."""
+    try:
+        start = lines.index("    def setup_context(ctx, inputs, output):")
+    except ValueError:
+        return lines
+    end = next((j for j in range(start + 1, len(lines)) if not lines[j].startswith("        ")), len(lines))
+    m = re.fullmatch(r"        \(?((?:x\d+, )*x\d+),?\)? = inputs", lines[start + 1]) if start + 1 < end else None
+    if m is None:
+        return lines
+    names = m.group(1)
+    body = lines[start + 2 : end]
+    saves = [f"ctx.save_for_backward({names})", f"ctx.save_for_forward({names})"]
+    rest = [line for line in body if line.strip() not in saves]
+    if any(re.search(rf"\bx\d+\b", line) for line in rest) or len(rest) == len(body):
+        return lines
+    new = [line.replace(f"({names})", "(*inputs)") if line.strip() in saves else line for line in body]
+    return [*lines[: start + 1], *new, *lines[end:]]
 
 
 def _return_directly(lines: list[str]) -> list[str]:

@@ -563,12 +563,10 @@ def _compact_tail(
     defs: list[str] = []
     if expect.promise or (not expect.a_raises and not expect.b_raises):
         # NOTE [repro exit status]: both sides raising one same error is agreement too (exit 0)
-        defs = [
+        defs = [  # the idiom in three lines: a repro is read, not linted
             "def outcome(side, *xs):  # what a side returns, or the error it raises",
-            "    try:",
-            "        return side(*xs)",
-            "    except Exception as e:",
-            "        return e",
+            "    try: return side(*xs)",
+            "    except Exception as e: return e",
         ]
         body += [
             f"a = outcome({_call_args(sides[0][1])})",

@@ -482,7 +482,7 @@ def _inputs_directly(lines: list[str]) -> list[str]:
     body = lines[start + 2 : end]
     saves = [f"ctx.save_for_backward({names})", f"ctx.save_for_forward({names})"]
     rest = [line for line in body if line.strip() not in saves]
-    if any(re.search(rf"\bx\d+\b", line) for line in rest) or len(rest) == len(body):
+    if any(re.search(r"\bx\d+\b", line) for line in rest) or len(rest) == len(body):
         return lines
     new = [line.replace(f"({names})", "(*inputs)") if line.strip() in saves else line for line in body]
     return [*lines[: start + 1], *new, *lines[end:]]

@@ -113,8 +113,9 @@ def _ctx_lines(fn: FunctionDef, name_of: dict[str, str], indent: str) -> list[st
     on_saved = [value(r) for r in fn.saved if r not in fn.on_ctx]
     if on_saved:
         lines.append(f"{indent}ctx.save_for_backward({', '.join(on_saved)})")
-    if fn.jvp_rule:
-        lines.append(f"{indent}ctx.save_for_forward({', '.join(f'x{i}' for i in range(fn.n_inputs))})")
+    if fn.jvp_rule:  # every input but a dirty one (modified in place, it may not be saved)
+        fwd = [f"x{i}" for i in range(fn.n_inputs) if i not in fn.dirty]
+        lines.append(f"{indent}ctx.save_for_forward({', '.join(fwd)})" if fwd else f"{indent}pass")
     if fn.non_differentiable:
         lines.append(
             f"{indent}ctx.mark_non_differentiable({', '.join(name_of.get(f'o{j}', f'o{j}') for j in fn.non_differentiable)})"
@@ -193,12 +194,17 @@ def _jvp_rule(fn: FunctionDef) -> list[str]:
     cannot be dropped here (NOTE [valid comparisons] in :mod:`fuzzer.ir.validity` does not compare the two
     rules where that matters)."""
     n = fn.n_inputs
-    xs = [f"x{i}" for i in range(n)]
+    xs = [f"x{i}" for i in range(n) if i not in fn.dirty]  # what save_for_forward saved
     lines = ["    @staticmethod", f"    def jvp(ctx, {', '.join('t' + x for x in _args(fn))}):"]
-    lines.append(f"        {_tup(xs)} = ctx.saved_tensors")
+    if xs:
+        lines.append(f"        {_tup(xs)} = ctx.saved_tensors")
     lines += [f"        s{i} = ctx.s{i}" for i in range(len(fn.scalars))]
     if n > 1:
         lines += [f"        t{x} = torch.zeros_like({x}) if t{x} is None else t{x}" for x in xs]
+    # mark_dirty: forward doubled the input in place, so its tangent is doubled in place and returned as
+    # the output's tangent (the same tensor, as forward AD checks); no tangent stays none
+    for i in fn.dirty:
+        lines += [f"        if tx{i} is not None:", f"            tx{i}.mul_(2)"]
     live = _deps(fn, [o.ref for o in fn.outputs])
     values = [f"t{k}" for k in live if fn.nodes[k].op == "exp"]
     values += [a for k in live if fn.nodes[k].op in ("mul", "pow", "sin") for a in fn.nodes[k].args]
@@ -230,7 +236,13 @@ def _jvp_rule(fn: FunctionDef) -> list[str]:
             e = f"{node_tan(a[0])} * t{k}"
         lines.append(f"        dt{k} = {e}")
     # Forward AD requires the tangent of an output that is a view (or an input as-is) to be a view too.
-    outs = [_view_expr(tan(o.ref), o.view or View("view_as")) if o.kind != "node" else tan(o.ref) for o in fn.outputs]
+    dirty = {f"x{i}" for i in fn.dirty}
+    outs = [
+        tan(o.ref)
+        if o.kind == "node" or (o.kind == "input" and o.ref in dirty)
+        else _view_expr(tan(o.ref), o.view or View("view_as"))
+        for o in fn.outputs
+    ]
     if jvp_not_view(fn):  # NOTE [promises]: the documented-illegal variant, the same values but no view
         outs = [f"{e}.clone()" if j in input_aliases(fn) else e for j, e in enumerate(outs)]
     outs = [

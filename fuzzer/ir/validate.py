@@ -162,7 +162,6 @@ def validate(case: Case) -> Case:
         )
         require(all(value_provided_by_saved(fn, r) != x for r in fn.saved), "function.dirty", f"{x} must not be saved")
     require(len(set(fn.dirty)) == len(fn.dirty), "function.dirty", "duplicate entries")
-    require(not (fn.dirty and fn.jvp_rule), "function.dirty", "a jvp rule for in-place Functions is not generated")
     require(
         not fn.dirty or fn.vmap_rule in ("none", "generate"),
         "function.dirty",

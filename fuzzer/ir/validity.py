@@ -180,7 +180,11 @@ def aliased_drops(fn: FunctionDef) -> set[int]:
 def input_aliases(fn: FunctionDef) -> list[int]:
     """Outputs that are an input as-is or a view of one: the outputs whose tangent plain forward AD
     requires to be a view of the input's tangent (NOTE [promises] in :mod:`fuzzer.judge.compare`)."""
-    return [j for j, o in enumerate(fn.outputs) if o.kind == "input" or (o.kind == "view" and o.ref.startswith("x"))]
+    return [
+        j
+        for j, o in enumerate(fn.outputs)
+        if (o.kind == "input" and int(o.ref[1:]) not in fn.dirty) or (o.kind == "view" and o.ref.startswith("x"))
+    ]  # a dirty input's tangent is updated in place instead (NOTE [declared derivative])
 
 
 def jvp_not_view(fn: FunctionDef) -> bool:

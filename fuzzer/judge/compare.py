@@ -103,12 +103,13 @@ def saves_input_returned_as_is(case: Case) -> bool:
     if fn.style != "setup_context":
         return False
     returned = {o.ref for o in fn.outputs if o.kind == "input"}
+    jvp_saved = returned - {f"x{i}" for i in fn.dirty}  # a jvp rule saves every input but a dirty one
     saved = {
         value_provided_by_saved(fn, r)
         for r in fn.saved
         if not r.startswith("o") or fn.outputs[int(r[1:])].kind == "input"
     }
-    return bool(returned & saved) or (bool(returned) and fn.jvp_rule)
+    return bool(returned & saved) or (bool(jvp_saved) and fn.jvp_rule)
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ bench: setup
 
 bench-long: setup
 	rm -rf reports/bench-long
-	$(BIN)/affuzz run --workers 2 --duration $(LONG_DURATION) --seed 21 --recycle-after 1000000000 --out reports/bench-long > /dev/null
+	$(BIN)/affuzz run --workers 2 --duration $(LONG_DURATION) --seed 21 --steer-by cases --recycle-after 1000000000 --out reports/bench-long > /dev/null
 	$(BIN)/python bench/scale_bench.py --from-run reports/bench-long --sample 20
 
 torch-venv:

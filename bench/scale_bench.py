@@ -3,7 +3,7 @@ memory over time, and where a worker's time goes.
 
 * **Overhead ratio**: a campaign (``affuzz run --workers 1 --max-cases N``) against the bare torch work
   of the very same cases. The cases are regenerated from the run's worker streams (NOTE [worker
-  streams]: a stream position names a case, and steering is replayed the way the worker decided), each
+  streams]: a stream position names a case, and steering by cases is replayed the way the worker decided), each
   rendered and loaded beforehand, and only the two sides of every oracle that applies are timed: no
   Hypothesis, no comparison, no bookkeeping. ratio = worker core-seconds per case / bare seconds per
   case, where core-seconds = (wall time after start-up) x workers. Shown with and without the time the
@@ -60,7 +60,7 @@ def stream_cases(
     streams]), for the first ``count`` cases."""
     decoder = Decoder(seed, kwargs, swarm=swarm)
     coverage = Coverage()
-    steering = Steering(coverage, seed=f"{seed}/{slot}") if steer else None
+    steering = Steering(coverage, seed=f"{seed}/{slot}", by="cases") if steer else None
     k = 0
     out = []
     while len(out) < count:
@@ -115,6 +115,8 @@ def overhead(out: Path, summary: dict[str, Any], sample: int) -> dict[str, Any]:
     """Overhead ratio of the campaign in ``out`` (its state.json names the streams)."""
     state = json.loads((out / "state.json").read_text())
     cfg = state["config"]
+    if cfg["steer"] and cfg.get("steer_by", "cases") != "cases":  # NOTE [cost-aware steering]
+        raise SystemExit(f"{out}: steered by time, its cases cannot be regenerated; run it with --steer-by cases")
     bare: list[float] = []
     for slot in state["slots"]:
         cases = stream_cases(
@@ -250,7 +252,9 @@ def main(argv: list[str] | None = None) -> int:
         key = "scale_long_run"
     else:
         s = str(args.seed)
-        one = affuzz(args.out / "overhead", "--workers", "1", "--max-cases", str(args.cases), "--seed", s)
+        one = affuzz(
+            args.out / "overhead", "--workers", "1", "--max-cases", str(args.cases), "--seed", s, "--steer-by", "cases"
+        )
         result["overhead"] = overhead(args.out / "overhead", one, args.sample)
         d = str(args.duration)
         w1 = affuzz(args.out / "w1", "--workers", "1", "--duration", d, "--seed", s, "--shrink-budget", "0")

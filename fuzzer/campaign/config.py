@@ -29,6 +29,7 @@ class CampaignConfig:
     workers: int = 0  # 0: everything in this process; N: N worker processes (or Ray actors)
     ray: str | None = None  # a Ray cluster address ("auto", "HOST:PORT"): workers are Ray actors
     steer: bool = True  # NOTE [steering]
+    steer_by: str = "time"  # NOTE [cost-aware steering]: cells weighed in core seconds, or "cases"
     swarm: bool = True  # NOTE [swarm]: each slice of a slot's stream draws from its own configuration
     recycle_cases: int | None = 20_000  # a worker is replaced after this many cases ...
     max_rss_mb: float | None = 4096.0  # ... or once it is larger than this
@@ -60,6 +61,7 @@ class CampaignConfig:
             "workers": self.workers,
             "ray": self.ray,
             "steer": self.steer,
+            "steer_by": self.steer_by,
             "swarm": self.swarm,
             "recycle_cases": self.recycle_cases,
             "max_rss_mb": self.max_rss_mb,
@@ -71,7 +73,8 @@ class CampaignConfig:
 
     @classmethod
     def from_json(cls, out: Path, d: dict[str, Any]) -> CampaignConfig:
-        d = {"swarm": False, **d}  # a campaign saved before NOTE [swarm] drew without it
+        # a campaign saved before NOTE [swarm] drew without it, one before NOTE [cost-aware steering] by cases
+        d = {"swarm": False, "steer_by": "cases", **d}
         return cls(out=out, **{k: v for k, v in d.items() if k in cls.__dataclass_fields__ and k != "out"})
 
 

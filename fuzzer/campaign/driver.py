@@ -158,6 +158,7 @@ class Campaign:
             case_timeout=c.case_timeout,
             coverage=self.coverage.to_json() if c.steer else None,
             steer=c.steer,
+            steer_by=c.steer_by,
             recycle_cases=c.recycle_cases,
             max_rss_mb=c.max_rss_mb,
             database=None if c.ray else database_dir(c.out),
@@ -318,7 +319,7 @@ class Campaign:
         slot.cases += 1
         slot.cases_since_start += 1
         self.stats.count(r)
-        self.coverage.add(r.features, r.transforms)
+        self.coverage.add(r.features, r.transforms, r.seconds)
         if r.internal_errors:
             self.log_internal("".join(r.internal_errors))
         for finding in r.findings:

@@ -20,6 +20,7 @@ class WorkerInit:
     case_timeout: float | None = 60.0
     coverage: dict[str, Any] | None = None  # Coverage.to_json() the worker starts steering from
     steer: bool = True
+    steer_by: str = "time"  # NOTE [cost-aware steering]
     recycle_cases: int | None = None  # answer ``recycle`` after this many cases
     max_rss_mb: float | None = None  # ... or once the process is larger than this
     database: str | None = None  # Hypothesis example database directory (a cache; None: none)

@@ -54,7 +54,9 @@ class Worker:
         self._judge = Judge(timeout=init.case_timeout, subject=init.subject)
         self.decoder = Decoder(init.seed, init.strategy_kwargs, init.database, swarm=init.swarm)
         self.coverage = Coverage.from_json(init.coverage) if init.coverage else Coverage()
-        self.steering = Steering(self.coverage, seed=f"{init.seed}/{init.slot}") if init.steer else None
+        self.steering = (
+            Steering(self.coverage, seed=f"{init.seed}/{init.slot}", by=init.steer_by) if init.steer else None
+        )
         self.cases_run = 0
         self._seen: set[str] = set()  # quick keys this worker reported in full
         self._error_keys: set[str] = set()  # error bucket ids this worker reported in full
@@ -99,7 +101,7 @@ class Worker:
             report = self.run(case, pos)
             reports.append(replace(report, generate_seconds=generate))
             generate = 0.0
-            self.coverage.add(tags, names)
+            self.coverage.add(tags, names, report.seconds)
             self.cases_run += 1
             recycle = self._recycle()
             if recycle:

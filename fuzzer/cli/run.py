@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from .. import __version__
+from ..gen.coverage import STEER_BY
 from ..gen.swarm import SLICE
 from ..triage.shrink import DEFAULT_BUDGET
 from .common import EXIT_OK, UsageError, count, duration, positive_int, seed_int, share
@@ -64,8 +65,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--workers",
         type=count,
         metavar="N",
-        help="worker processes (or Ray actors); 0 runs everything in this process, repeatable case for case "
-        "(default: one per core, or per CPU of the Ray cluster)",
+        help="worker processes (or Ray actors); 0 runs everything in this process, repeatable case for case with "
+        "--steer-by cases (default: one per core, or per CPU of the Ray cluster)",
     )
     run.add_argument(
         "--ray",
@@ -85,6 +86,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         action="store_false",
         help="draw cases as the strategies give them, without steering toward the least-covered feature x "
         "transform cells",
+    )
+    run.add_argument(
+        "--steer-by",
+        choices=STEER_BY,
+        default="time",
+        help="weigh the feature x transform cells in core seconds, so that expensive transforms (linearize) get "
+        "a fair share of the time rather than of the cases (default), or in cases, which makes two campaigns of "
+        "one seed run the same cases",
     )
     run.add_argument(
         "--no-swarm",
@@ -174,6 +183,7 @@ def command(args: argparse.Namespace) -> int:
             workers=args.workers if args.workers is not None else (os.cpu_count() or 1),
             ray=args.ray,
             steer=args.steer,
+            steer_by=args.steer_by,
             swarm=args.swarm,
             recycle_cases=args.recycle_after,
             max_rss_mb=float(args.max_rss),

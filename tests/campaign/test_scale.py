@@ -227,6 +227,63 @@ def test_coverage_counts_cells_and_round_trips() -> None:
     assert sat["cells_covered"] == 4 and sat["cells_possible"] == len(ALL_FEATURES) * len(TRANSFORMS)
     assert sat["cases_since_new_cell"] == 1
     assert Coverage.from_json(json.loads(json.dumps(cov.to_json()))).to_json() == cov.to_json()
+    cov.add(["saved_input"], ["linearize", "grad"], seconds=0.5)
+    assert cov.cell_seconds[("saved_input", "linearize")] == 0.5 and cov.transform_core["grad"] == 0.25
+    again = Coverage.from_json(json.loads(json.dumps(cov.to_json())))
+    assert again.to_json() == cov.to_json() and again.transform_share() == {"grad": 0.5, "linearize": 0.5, "vmap": 0.0}
+    old = {k: v for k, v in cov.to_json().items() if k not in ("cell_seconds", "transforms", "seconds")}
+    assert Coverage.from_json(old).cells == cov.cells  # a state saved before NOTE [cost-aware steering]
+
+
+def test_time_steering_skips_expensive_cases_in_proportion_to_their_cost() -> None:
+    """NOTE [cost-aware steering]: 1000 cheap grad cases (1 ms) and 100 linearize cases (100 ms) of the
+    same features: by counts the linearize cells are the rare ones and always run; by time they hold 10x
+    the seconds and run near the floor scaled by their cost; a cell never covered always runs."""
+    cov = Coverage()
+    for _ in range(1000):
+        cov.add(["saved_input"], ["grad"], seconds=0.001)
+    for _ in range(100):
+        cov.add(["saved_input"], ["linearize"], seconds=0.1)
+    by_cases = Steering(cov, seed="s", by="cases", warmup=0)
+    by_time = Steering(cov, seed="s", by="time", warmup=0)
+    assert by_cases.probability(["saved_input"], ["linearize"]) == 1.0
+    assert by_cases.probability(["saved_input"], ["grad"]) == 0.5
+    # k = u / e = (11 s / 1100) / 0.1 s = 0.1; by rarity 1.01 / 10.01; the floor 0.5 * k is higher
+    assert by_time.probability(["saved_input"], ["linearize"]) == pytest.approx(0.05)
+    assert by_time.probability(["saved_input"], ["grad"]) == 1.0
+    assert by_time.probability(["mark_dirty"], ["linearize"]) == 1.0
+
+
+def test_time_steering_gives_an_expensive_transform_a_fair_share_of_core_time() -> None:
+    """The same stream steered by cases and by time, each case costing 100 ms with a linearize level and
+    1 ms without (about the ratio on torch 2.13): by time a linearize level is in far fewer cases and
+    takes less of the core time, and the cells covered are the same (1500 cases: 20 % of the cases and 96 %
+    of the seconds by cases, 3 % and 77 % by time; the share falls further as a campaign goes on)."""
+    decoder = Decoder(11, {})
+
+    def campaign(by: str) -> Coverage:
+        cov = Coverage()
+        steer = Steering(cov, seed="11/0", by=by, warmup=100)
+        k = 0
+        while cov.cases < 1500:
+            case = decoder.draw(0, k)
+            k += 1
+            if case is None:
+                continue
+            tags, names = features(case), [t.name for t in case.transforms]
+            if steer.accept(tags, names):
+                cov.add(tags, names, seconds=0.1 if "linearize" in names else 0.001)
+        return cov
+
+    cases, time = campaign("cases"), campaign("time")
+
+    def linearize(cov: Coverage) -> tuple[float, float]:  # its share of the cases and of the seconds
+        return cov.transform_cases["linearize"] / cov.cases, cov.transform_seconds["linearize"] / cov.seconds
+
+    (n_cases, s_cases), (n_time, s_time) = linearize(cases), linearize(time)
+    assert n_time < n_cases / 4 and s_time < s_cases - 0.1, (n_cases, s_cases, n_time, s_time)
+    assert time.transform_share()["linearize"] < cases.transform_share()["linearize"]
+    assert set(time.cells) == set(cases.cells)
 
 
 def test_steering_runs_rare_cells_always_and_common_ones_at_the_floor() -> None:
@@ -234,22 +291,24 @@ def test_steering_runs_rare_cells_always_and_common_ones_at_the_floor() -> None:
     for _ in range(1000):
         cov.add(["saved_input"], ["grad"])
     cov.add(["mark_dirty"], ["vmap"])
-    steer = Steering(cov, seed="s", min_accept=0.25, warmup=0)
+    steer = Steering(cov, seed="s", by="cases", min_accept=0.25, warmup=0)
     assert steer.probability(["mark_dirty"], ["vmap"]) == 1.0
     assert steer.probability(["saved_input"], ["grad"]) == 0.25
     decisions = [steer.accept(["saved_input"], ["grad"]) for _ in range(2000)]
     assert 0.2 < sum(decisions) / len(decisions) < 0.3
-    again = Steering(cov, seed="s", min_accept=0.25, warmup=0)
+    again = Steering(cov, seed="s", by="cases", min_accept=0.25, warmup=0)
     assert decisions == [again.accept(["saved_input"], ["grad"]) for _ in range(2000)]
     with pytest.raises(ValueError):
         Steering(cov, seed="s", min_accept=0.0)
+    with pytest.raises(ValueError):
+        Steering(cov, seed="s", by="wall")
 
 
 def test_steering_evens_out_the_cells_a_campaign_covers() -> None:
     """Drawing the same stream with and without steering: the least-covered cells get more cases."""
     decoder = Decoder(11, {})
     plain, steered = Coverage(), Coverage()
-    steer = Steering(steered, seed="11/0", warmup=100)
+    steer = Steering(steered, seed="11/0", by="cases", warmup=100)
     k = 0
     while steered.cases < 600:
         case = decoder.draw(0, k)

@@ -479,24 +479,54 @@ _RETURN_WIDTH = 100
 
 
 def _inputs_directly(lines: list[str]) -> list[str]:
-    """In setup_context, ``x0, x1 = inputs`` read only to save them all, in order: ``*inputs`` instead
-    (``ctx.save_for_backward(*inputs)``), the unpacking dropped. ``inputs`` is what apply got, so only
-    where those are exactly the tensors unpacked (no ``_``, no non-tensor input)."""
+    """In setup_context, ``x0, x1 = inputs`` and ``o0 = output`` read only by ``ctx`` calls: the calls read
+    ``inputs[1]``, ``output`` (``output[j]`` of several outputs) instead, the unpacking dropped, and a
+    call given every input in order gets ``*inputs`` (``ctx.save_for_backward(*inputs)``). ``inputs`` is
+    what apply got, so ``*inputs`` only where those are exactly the names unpacked (no ``_``). Left as
+    it is where any other line reads the names or a call would pass :data:`_RETURN_WIDTH`."""
     try:
         start = lines.index("    def setup_context(ctx, inputs, output):")
     except ValueError:
         return lines
     end = next((j for j in range(start + 1, len(lines)) if not lines[j].startswith("        ")), len(lines))
-    m = re.fullmatch(r"        \(?((?:x\d+, )*x\d+),?\)? = inputs", lines[start + 1]) if start + 1 < end else None
-    if m is None:
+    body = lines[start + 1 : end]
+    expr: dict[str, str] = {}
+    every_input: list[str] | None = None
+    k = 0
+    for line in body:
+        tree = ast.parse(line.strip())
+        stmt = tree.body[0] if len(tree.body) == 1 else None
+        if not (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.value, ast.Name)
+            and stmt.value.id in ("inputs", "output")
+        ):
+            break
+        src, target = stmt.value.id, stmt.targets[0]
+        if isinstance(target, ast.Name):
+            expr[target.id] = src
+        elif isinstance(target, ast.Tuple) and all(isinstance(e, ast.Name) for e in target.elts):
+            names = [e.id for e in target.elts if isinstance(e, ast.Name)]
+            expr.update({n: f"{src}[{i}]" for i, n in enumerate(names) if n != "_"})
+            if src == "inputs" and "_" not in names:
+                every_input = names
+        else:
+            break
+        k += 1
+    rest = body[k:]
+    if not expr or not rest or not all(line.strip().startswith("ctx.") for line in rest):
         return lines
-    names = m.group(1)
-    body = lines[start + 2 : end]
-    saves = [f"ctx.save_for_backward({names})", f"ctx.save_for_forward({names})"]
-    rest = [line for line in body if line.strip() not in saves]
-    if any(re.search(r"\bx\d+\b", line) for line in rest) or len(rest) == len(body):
-        return lines
-    new = [line.replace(f"({names})", "(*inputs)") if line.strip() in saves else line for line in body]
+    reads = re.compile(r"(?<![.\w])(?:" + "|".join(map(re.escape, expr)) + r")\b")
+    new = []
+    for line in rest:
+        m = re.fullmatch(r"(\s+ctx\.\w+)\((.*)\)", line)
+        if every_input and m and m.group(2) == ", ".join(every_input):
+            line = f"{m.group(1)}(*inputs)"
+        line = reads.sub(lambda w: expr[w.group(0)], line)  # not ctx.x0, an attribute of that name
+        if len(line) > _RETURN_WIDTH:
+            return lines
+        new.append(line)
     return [*lines[: start + 1], *new, *lines[end:]]
 
 

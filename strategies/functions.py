@@ -269,11 +269,16 @@ def _function(
     # NOTE [promises] in fuzzer/judge/compare.py: the documented-illegal jvp (no view for an aliasing
     # output), whose error plain forward AD promises, drawn rarely
     not_view = jvp_rule and bool(input_aliases(fn)) and rarely("jvp_not_view")
+    # the documented-illegal jvp that returns an input's tangent itself for a new output (x + s), drawn
+    # rarely: values are then not compared (validity.RULES), torch's own errors still are findings
+    shift_of_input = any(n.op == "shift" and n.args[0].startswith("x") for n in fn.nodes)
+    alias = jvp_rule and shift_of_input and rarely("jvp_alias")
     return replace(
         fn,
         dirty=dirty,
         jvp_rule=jvp_rule,
         jvp_not_view=not_view,
+        jvp_alias=alias,
         once_differentiable=once,
         materialize_grads=materialize,
         non_differentiable=nondiff,

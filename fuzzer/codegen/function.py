@@ -25,7 +25,7 @@ import re
 from ..ir.case import INVERTIBLE_VIEWS, NON_TENSOR_OUTPUT, FunctionDef, View
 from ..ir.dataflow import grad_flows, live_nodes, needed_values, value_provided_by_saved
 from ..ir.shapes import output_shapes
-from ..ir.validity import input_aliases, jvp_not_view
+from ..ir.validity import input_aliases, jvp_alias, jvp_not_view
 
 CLASS_NAME = "Fn"
 
@@ -230,8 +230,9 @@ def _jvp_rule(fn: FunctionDef) -> list[str]:
             e = f"{node_tan(a[0])} * torch.cos({a[0]})"
         elif node.op == "scale":
             e = f"{node_tan(a[0])} * s{node.scalar}"
-        elif node.op == "shift":
-            e = node_tan(a[0])
+        elif node.op == "shift":  # a new tensor, not the input's tangent itself: the jvp must match
+            e = node_tan(a[0])  # forward's view behaviour (extending.html, forward mode AD)
+            e = f"{e}.clone()" if re.fullmatch(r"tx\d+", e) and not jvp_alias(fn) else e
         else:
             e = f"{node_tan(a[0])} * t{k}"
         lines.append(f"        dt{k} = {e}")

@@ -322,7 +322,8 @@ def scalar_levels(case: Case) -> list[bool]:
     levels so, which lets them be straight-line code (NOTE [straight-line sides]); the script the
     fuzzer executes keeps the general twins (tests/codegen/test_modes.py checks the two agree in value).
     They agree in value, not in every error: ``jacfwd_dual``'s tangent is a view of ``eye``, ``jvp_dual``'s
-    is not, and a bug can need that (corpus error-e349ed6e78). So this is part of the straight-line
+    is not, and an error can need that (a Function whose jvp returns its input tangent itself, now the
+    rule-breaking variant ``jvp_alias``, raised only under jacfwd_dual). So this is part of the straight-line
     attempt: where it does not reproduce, the fallback (``Expect.straight=False``) writes the twins."""
     ins = level_input_shapes(case)  # innermost first
     outs = level_output_shapes(case)

@@ -29,10 +29,12 @@ from typing import Any
 
 from .errors import AffuzzError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: Versions :func:`case_from_json` reads. Version 1 lacks the fields version 2 added, all of which have
-#: defaults that mean "not used", so a v1 case loads unchanged.
-READABLE_SCHEMA_VERSIONS = (1, 2)
+#: defaults that mean "not used", so a v1 case loads unchanged. Version 3 adds ``jvp_alias``: a case of
+#: version <= 2 whose jvp rule returns an input's tangent for a shift node was rendered that way, so it
+#: loads with ``jvp_alias`` set (its repro and verdicts unchanged).
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 
 #: Elementwise forward ops: name -> arity.
 OPS: dict[str, int] = {"pow": 1, "mul": 2, "add": 2, "sin": 1, "exp": 1, "scale": 1, "shift": 1}
@@ -141,6 +143,11 @@ class FunctionDef:
     # NOTE [promises]: the jvp rule returns a tangent that is not a view (a clone, the same value) for
     # each output that is an input as-is or a view of one; documented-illegal, plain forward AD raises
     jvp_not_view: bool = False
+    # the jvp rule returns an input's tangent itself as the tangent of a new output (a shift node of an
+    # input: x + s), which breaks the documented rule that jvp match forward's view behaviour
+    # (validity.jvp_alias); without it that tangent is a clone. Cases of schema <= 2 were rendered that
+    # way, so loading one sets it where it applies (serde)
+    jvp_alias: bool = False
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .case import Case
 from .dataflow import grad_flows
-from .validity import backward_second_order_issues, jvp_not_view, sides
+from .validity import backward_second_order_issues, jvp_alias, jvp_not_view, sides
 
 #: Every tag affuzz knows, in report order. :data:`RESERVED` ones name vocabulary the case IR cannot
 #: express yet; :func:`features` never returns them.
@@ -37,6 +37,7 @@ ALL_FEATURES = (
     "non_tensor_output",
     "inplace_on_output",
     "jvp_not_view",
+    "jvp_alias",
 )
 
 
@@ -80,6 +81,7 @@ def features(case: Case) -> tuple[str, ...]:
         "non_tensor_input": bool(fn.scalars),
         "mark_dirty": bool(fn.dirty),
         "jvp_not_view": jvp_not_view(fn),
+        "jvp_alias": jvp_alias(fn),
     }
     tags.update(t for t, on in flags.items() if on)
     if case.f.inplace:

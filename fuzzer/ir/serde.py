@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from .case import (
@@ -76,6 +77,7 @@ def case_to_json(case: Case) -> dict[str, Any]:
             "scalars": list(fn.scalars),
             "dirty": list(fn.dirty),
             **({"jvp_not_view": True} if fn.jvp_not_view else {}),  # written only when set: older readers
+            **({"jvp_alias": True} if fn.jvp_alias else {}),
         },
         "f": {
             "uses": list(case.f.uses),
@@ -169,6 +171,7 @@ def case_from_json(data: Any) -> Case:
         "scalars",
         "dirty",
         "jvp_not_view",
+        *(("jvp_alias",) if version >= 3 else ()),
     )
     fd = _obj(
         d["function"],
@@ -235,7 +238,10 @@ def case_from_json(data: Any) -> Case:
         scalars=tuple(_list(fd.get("scalars", []), "function.scalars")),
         dirty=tuple(_int(i, "function.dirty") for i in _list(fd.get("dirty", []), "function.dirty")),
         jvp_not_view=fd.get("jvp_not_view", False),
+        jvp_alias=fd.get("jvp_alias", False),
     )
+    if version <= 2 and fn.jvp_rule and any(n.op == "shift" and n.args[0].startswith("x") for n in fn.nodes):
+        fn = replace(fn, jvp_alias=True)  # rendered so before version 3 (READABLE_SCHEMA_VERSIONS)
     f = _obj(d["f"], "f", ("uses",), ("combine", *(("inplace", "inplace_no_grad") if v2 else ())))
     idata = _obj(d["inputs"], "inputs", ("shape", "values"), ("dtype",))
     inputs = Inputs(

@@ -174,7 +174,15 @@ def validate(case: Case) -> Case:
         "must be finite numbers",
     )
     require(not fn.jvp_not_view or fn.jvp_rule, "function.jvp_not_view", "needs a jvp rule (jvp_rule: true)")
-    for name in ("jvp_rule", "once_differentiable", "materialize_grads", "non_tensor_output", "jvp_not_view"):
+    require(not fn.jvp_alias or fn.jvp_rule, "function.jvp_alias", "needs a jvp rule (jvp_rule: true)")
+    for name in (
+        "jvp_rule",
+        "once_differentiable",
+        "materialize_grads",
+        "non_tensor_output",
+        "jvp_not_view",
+        "jvp_alias",
+    ):
         require(isinstance(getattr(fn, name), bool), f"function.{name}", "must be true or false")
     referenced = [o.ref for o in fn.outputs]
     for j in fn.non_differentiable:

@@ -76,6 +76,7 @@ _VMAPS = ("vmap", "jacrev", "jacfwd", "hessian")
 REASONS = (
     "saved_tensor_modified_in_place",
     "tensor_saved_on_ctx",
+    "jvp_returns_input_tangent",
     "repeated_output_contradicts",
     "vmap_rule_loses_aliasing",
     "backward_vs_jvp_first_order",
@@ -92,6 +93,8 @@ RULES = {
     " are the corrupted ones",
     "tensor_saved_on_ctx": "the Function stores a tensor directly on ctx; the setup_context docs say to save"
     " tensors with ctx.save_for_backward / ctx.save_for_forward",
+    "jvp_returns_input_tangent": "the Function's jvp returns an input's tangent itself for a new output;"
+    " the forward-mode AD docs say the jvp must match forward's view/inplace behavior",
     "repeated_output_contradicts": "the Function returns one tensor twice and its backward ignores the"
     " gradient of one copy but not of the other",
     "vmap_rule_loses_aliasing": "the Function's hand-written vmap rule loses the aliasing of its outputs,"
@@ -187,6 +190,13 @@ def input_aliases(fn: FunctionDef) -> list[int]:
     ]  # a dirty input's tangent is updated in place instead (NOTE [declared derivative])
 
 
+def jvp_alias(fn: FunctionDef) -> bool:
+    """Whether the Function's jvp rule returns an input's tangent itself as a new output's tangent: the
+    forward mode AD docs (extending.html) require the jvp to "match the view/inplace behavior of
+    forward()", and a shift node's output is a new tensor, not a view of the input."""
+    return fn.jvp_rule and fn.jvp_alias and any(n.op == "shift" and n.args[0].startswith("x") for n in fn.nodes)
+
+
 def jvp_not_view(fn: FunctionDef) -> bool:
     """Whether the Function's jvp rule returns a non-view tangent for such an output (documented-illegal)."""
     return fn.jvp_rule and fn.jvp_not_view and bool(input_aliases(fn))
@@ -224,6 +234,8 @@ def rule_conflict(case: Case, a: SideInfo, b: SideInfo) -> str | None:
     fn = case.function
     if fn.on_ctx:
         return "tensor_saved_on_ctx"
+    if jvp_alias(fn):
+        return "jvp_returns_input_tangent"
     refs = [o.ref for o in fn.outputs if o.kind in ("node", "input")]
     for ref in set(refs):
         copies = [j for j, o in enumerate(fn.outputs) if o.kind in ("node", "input") and o.ref == ref]

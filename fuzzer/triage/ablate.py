@@ -112,8 +112,9 @@ def without(case: Case, tag: str) -> Case | None:
     if tag == "custom_vmap":
         return repaired(replace(case, function=replace(fn, vmap_rule="generate")))
     off = {
-        "custom_jvp": {"jvp_rule": False, "jvp_not_view": False},
+        "custom_jvp": {"jvp_rule": False, "jvp_not_view": False, "jvp_alias": False},
         "jvp_not_view": {"jvp_not_view": False},
+        "jvp_alias": {"jvp_alias": False},
         "once_differentiable": {"once_differentiable": False},
         "materialize_grads_false": {"materialize_grads": True},
         "mark_non_differentiable": {"non_differentiable": ()},

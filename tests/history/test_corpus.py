@@ -18,7 +18,7 @@ from fuzzer.codegen.render import render
 from fuzzer.history.corpus import add_findings, load_corpus, load_entry, version_tuple, write_entry
 from fuzzer.history.replay import ChildInterpreter, ThisInterpreter, change_of
 from fuzzer.history.torch_bisect import BisectError, bisect
-from fuzzer.ir.case import Case
+from fuzzer.ir.case import SCHEMA_VERSION, Case
 from fuzzer.ir.serde import dumps, load
 from fuzzer.triage.ablate import without
 from fuzzer.triage.shrink import Shrinker, case_runner, goal_of
@@ -60,7 +60,7 @@ def test_corrupt_entries_are_named_and_the_rest_replays(planted_case: Case, tmp_
     (corpus / "truncated" / "case.json").write_text(dumps(planted_case)[:200])
     (corpus / "future").mkdir()
     (corpus / "future" / "case.json").write_text(
-        dumps(planted_case).replace('"schema_version": 2', '"schema_version": 99')
+        dumps(planted_case).replace(f'"schema_version": {SCHEMA_VERSION}', '"schema_version": 99')
     )
     bad_op = json.loads(dumps(planted_case))
     bad_op["function"]["nodes"][0]["op"] = "os.system"

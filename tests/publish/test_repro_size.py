@@ -64,7 +64,6 @@ def test_the_seed_repro_is_no_longer_than_the_hand_minimized_one(seed_case: Case
         ),  # G5: linearize const-folding, autograd_grad>linearize (composed twins: no gradient reaches x)
         ("torch_bug_error-f21bcfaafd", 32),  # G7: generate_vmap_rule loses mark_non_differentiable
         ("error_functorch_only-6be8afd306", 19),  # G9: generate_vmap_rule + mark_dirty under vmap
-        ("error-e349ed6e78", 36),  # G12: plain forward AD keeps a jvp rule's input tangent
     ],
 )
 def test_real_bugs_publish_short_repros_that_reproduce(entry: str, most: int, tmp_path: Path, judged_finding) -> None:

@@ -27,7 +27,6 @@ ISSUE = "https://github.com/pytorch/pytorch/issues/"
 #: corpus entry -> (the known issue, the related issues); every entry of the corpus is here.
 EXPECTED: dict[str, tuple[int | None, tuple[str, ...]]] = {
     "error-8af76b925e": (None, ("pytorch/functorch#999",)),  # G8
-    "error-e349ed6e78": (None, ()),  # G12
     "error_functorch_only-6be8afd306": (None, ("#90225",)),  # G9
     "error_functorch_only-8107926238": (None, ()),  # G1
     "error_reference_only-8d560157ae": (None, ("#71119",)),  # G6

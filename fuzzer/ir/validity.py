@@ -274,8 +274,10 @@ def values_meaningless(case: Case) -> str | None:
     ``f`` modifying in place an output whose tensor the Function saved (the very tensor, a view of it,
     or the same tensor returned twice) corrupts what the rules read: plain autograd refuses it ("one of
     the variables needed for gradient computation has been modified by an inplace operation", a
-    documented limitation), torch.func does not check versions and computes from the modified value, so
-    two torch.func sides may disagree by how often they read it. Unlike :func:`rule_conflict`, errors
+    documented check that torch.func makes too, except where it loses the tensor's version counter (a
+    tensor returned twice): there it computes from the modified value, so two torch.func sides may
+    disagree by how often they read it (that lost check is a promise_broken finding of its own, NOTE
+    [promises] in :mod:`fuzzer.judge.compare`). Unlike :func:`rule_conflict`, errors
     stay meaningful: an unexplained error of such a case is still a finding (NOTE [broken rules] in
     :mod:`fuzzer.judge.judge`)."""
     fn = case.function

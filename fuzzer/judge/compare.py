@@ -19,7 +19,12 @@ is ``promise_broken`` (a finding whatever the validity table says of the values,
 :mod:`fuzzer.judge.judge`), bucketed by the promised error's fingerprint, the side that returned being
 the one at fault. The first promise: a jvp rule that returns a non-view tangent for an output that is
 an input as-is or a view of one, which plain forward AD refuses (the generator draws such Functions
-rarely, feature ``jvp_not_view``). Not a promise: double backward through ``@once_differentiable``.
+rarely, feature ``jvp_not_view``). The second: a tensor saved for backward and then modified in place
+makes backward raise (the autograd docs' in-place correctness checks); it binds where ``f`` modifies a
+saved output in place and the side runs the Function's backward (``promise_requires``: conditions
+beyond those that explain the error, for both sides). torch.func checks versions too, so a side that
+returns there has lost the check (a tensor returned twice gets two wrappers that share storage but not
+a version counter: a hand check of the old corpus found it silently computing from the modified tensor). Not a promise: double backward through ``@once_differentiable``.
 torch.autograd.grad treats the once-differentiable gradient as unrelated to the input (no error, no
 gradient; the error is raised only when backward reaches the error node), and torch.func's zeros were
 made consistent with that on purpose (pytorch/pytorch#90224, 2023-01-17 comment).
@@ -36,7 +41,7 @@ from pathlib import Path
 from ..ir.case import Case
 from ..ir.dataflow import value_provided_by_saved
 from ..ir.errors import AffuzzError
-from ..ir.validity import SideInfo, jvp_not_view
+from ..ir.validity import SideInfo, jvp_not_view, values_meaningless
 from ..ir.verdicts import ERROR_VERDICTS
 from .execute import Outcome, Side
 
@@ -52,6 +57,8 @@ CONDITIONS = (
     "f_modifies_output_in_place",
     "side_linearize_nested",
     "jvp_not_view",
+    "side_reverse",
+    "saved_output_modified_in_place",
 )
 DEFAULT_REGISTRY = Path(__file__).with_name("known_limitations.json")
 
@@ -68,6 +75,7 @@ FUNCTION_CONDITIONS = (
     "saves_input_returned_as_is",
     "f_modifies_output_in_place",
     "jvp_not_view",
+    "saved_output_modified_in_place",
 )
 
 
@@ -81,6 +89,7 @@ def function_conditions(case: Case) -> dict[str, bool]:
         "saves_input_returned_as_is": saves_input_returned_as_is(case),
         "f_modifies_output_in_place": bool(case.f.inplace),
         "jvp_not_view": jvp_not_view(fn),
+        "saved_output_modified_in_place": values_meaningless(case) == "saved_tensor_modified_in_place",
     }
 
 
@@ -92,6 +101,7 @@ def condition_holds(name: str, function: Mapping[str, bool], side: SideInfo) -> 
         "side_vmap": side.vmap,
         "side_forward_ad": side.forward_ad,
         "side_linearize_nested": side.linearize_nested,
+        "side_reverse": "R" in side.path,  # the Function's backward runs (and unpacks what it saved)
     }
     return sides[name] if name in sides else bool(function.get(name, False))
 
@@ -120,10 +130,13 @@ class Limitation:
     docs: str
     issue: str | None = None
     promise: str | None = None  # NOTE [promises]: what the docs (or torch's own check) promise
+    # NOTE [promises]: conditions under which the promise binds, beyond those that explain the error
+    promise_requires: tuple[str, ...] = ()
 
     def holds_for(self, info: SideInfo, function: Mapping[str, bool]) -> bool:
-        """Whether the conditions hold for a side running ``info`` (the program the promise is about)."""
-        return all(condition_holds(c, function, info) for c in self.requires)
+        """Whether the promise's conditions (``requires`` and ``promise_requires``) hold for a side
+        running ``info`` (the program the promise is about)."""
+        return all(condition_holds(c, function, info) for c in self.requires + self.promise_requires)
 
     def explains(self, side: Side, info: SideInfo, function: Mapping[str, bool]) -> bool:
         """Whether this limitation explains ``side``'s error: the message matches and every condition
@@ -161,7 +174,12 @@ def load_registry(path: Path | str = DEFAULT_REGISTRY) -> tuple[Limitation, ...]
         promise = e.get("promise")
         if promise is not None and (not isinstance(promise, str) or not promise.strip()):
             raise RegistryError(f"{where}: promise must be a sentence saying what torch promises")
-        out.append(Limitation(e["name"], tuple(e["requires"]), pattern, e["docs"], e.get("issue"), promise))
+        more = e.get("promise_requires", [])
+        if more and promise is None or not isinstance(more, list) or any(c not in CONDITIONS for c in more):
+            raise RegistryError(f"{where}: promise_requires must list known conditions, with a promise")
+        out.append(
+            Limitation(e["name"], tuple(e["requires"]), pattern, e["docs"], e.get("issue"), promise, tuple(more))
+        )
     return tuple(out)
 
 
@@ -207,7 +225,7 @@ def classify(
             broken += [
                 (lim.name, side.fingerprint)
                 for lim in hit
-                if lim.promise and other.ok and lim.holds_for(other_info, function)
+                if lim.promise and other.ok and lim.holds_for(info, function) and lim.holds_for(other_info, function)
             ]
         else:
             unexplained.append(side.fingerprint)

@@ -28,11 +28,42 @@ def _case(*, not_view: bool, transforms: tuple[Transform, ...] = (Transform("jvp
     return Case(fn, FDef(uses=(0, 1)), Inputs((2,), ((1.0, 2.0),)), transforms)
 
 
-def test_the_promised_error_is_a_registry_promise_with_its_source() -> None:
-    (entry,) = [lim for lim in load_registry() if lim.promise]
-    assert entry.name == "jvp_of_input_alias_not_a_view"
+def test_the_promised_errors_are_registry_promises_with_their_sources() -> None:
+    promises = {lim.name: lim for lim in load_registry() if lim.promise}
+    assert set(promises) == {"jvp_of_input_alias_not_a_view", "saved_tensor_modified_in_place"}
+    entry = promises["jvp_of_input_alias_not_a_view"]
     assert "custom_function.cpp" in entry.docs and "view" in entry.promise
     assert set(entry.requires) == {"side_forward_ad", "jvp_not_view"}
+    saved = promises["saved_tensor_modified_in_place"]
+    assert saved.docs.endswith("#in-place-correctness-checks")
+    assert set(saved.promise_requires) == {"saved_output_modified_in_place", "side_reverse"}
+
+
+def _dup_case(*, twice: bool) -> Case:
+    # exp(x0) returned twice (or once), saved through output 0; f doubles the last output in place and
+    # returns output 0: the saved tensor was modified in place
+    outputs = (Output("node", "t0"), Output("node", "t0")) if twice else (Output("node", "t0"),)
+    fn = FunctionDef(n_inputs=1, nodes=(Node("exp", ("x0",)),), outputs=outputs, saved=("o0",))
+    return validate(
+        Case(fn, FDef(uses=(0,), inplace=(len(outputs) - 1,)), Inputs((1,), ((0.5,),)), (Transform("grad"),))
+    )
+
+
+def test_a_side_that_computes_from_a_modified_saved_tensor_broke_the_version_check_promise() -> None:
+    """torch.func.grad over a Function returning one tensor twice: the two outputs get wrappers that share
+    storage but not a version counter, so backward reads the modified saved tensor without the check
+    plain autograd makes (a hand check of the old corpus: error_reference_only-7339632378 and others)."""
+    j = Judge()(_dup_case(twice=True), MAIN)
+    assert (j.verdict, j.reason) == ("promise_broken", "saved_tensor_modified_in_place"), (j.verdict, j.fingerprint)
+    assert j.outcome is not None and j.outcome.functorch.ok and not j.outcome.reference.ok
+    assert "modified by an inplace operation" in j.fingerprint
+
+
+def test_torch_func_keeps_the_version_check_of_a_single_saved_output() -> None:
+    """Both sides raise the same version-check error: they agree, nothing is broken."""
+    j = Judge()(_dup_case(twice=False), MAIN)
+    assert j.verdict == "consistent", (j.verdict, j.reason, j.fingerprint)
+    assert j.outcome is not None and not j.outcome.functorch.ok and not j.outcome.reference.ok
 
 
 def test_a_side_that_returns_where_forward_ad_raises_the_promised_error_is_promise_broken(

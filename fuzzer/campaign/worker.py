@@ -163,7 +163,8 @@ class Worker:
                 if j.verdict in FINDING_VERDICTS:
                     assert j.outcome is not None
                     t0 = time.perf_counter()
-                    found.append(self._finding(case, j.verdict, j.outcome, oracle, j.fingerprint))
+                    # NOTE [repaired rules]: a finding of the Function's clean twin is reported as that twin
+                    found.append(self._finding(j.repaired or case, j.verdict, j.outcome, oracle, j.fingerprint))
                     triage += time.perf_counter() - t0
             except Exception:  # noqa: BLE001
                 errors.append(f"--- case {k} ({oracle})\n{traceback.format_exc()}")

@@ -36,7 +36,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ..ir.case import Case
-from ..ir.validity import SideInfo, rule_conflict, sides, values_meaningless
+from ..ir.validate import validate
+from ..ir.validity import SideInfo, repair, rule_conflict, sides, values_meaningless
+from ..ir.verdicts import FINDING_VERDICTS
 from .compare import Limitation, classify, load_registry
 from .execute import Outcome, run_oracles
 
@@ -52,6 +54,7 @@ class Judgement:
     outcome: Outcome | None = None
     float32_noise: bool = False
     broken_rule: str | None = None  # a torch_bug_error of a Function that breaks this rule (NOTE [broken rules])
+    repaired: Case | None = None  # NOTE [repaired rules]: the clean twin this finding is of, when not the case
 
     @property
     def seconds(self) -> float:
@@ -102,11 +105,26 @@ class Judge:
                 if j.verdict in ("torch_bug_error", "promise_broken"):  # NOTE [promises]: errors, not values
                     j = replace(j, broken_rule=rule)
                 else:
-                    j = Judgement("not_applicable", oracle, rule, outcome=j.outcome)
+                    twin = self._repaired(case, oracle, rule) if j.verdict in FINDING_VERDICTS else None
+                    j = twin or Judgement("not_applicable", oracle, rule, outcome=j.outcome)
             elif corrupt is not None and j.verdict in ("value_mismatch", "structure_mismatch"):
                 j = Judgement("not_applicable", oracle, corrupt, outcome=j.outcome)
             done.append(j)
         return done
+
+    def _repaired(self, case: Case, oracle: str, rule: str) -> Judgement | None:
+        """NOTE [repaired rules]: the finding of ``case``'s repaired twin under ``oracle``, or None."""
+        twin = repair(case, rule)
+        if twin is None:
+            return None
+        try:
+            twin = validate(twin)
+        except Exception:  # noqa: BLE001 (a twin the IR refuses: no repair)
+            return None
+        j = self(twin, oracle)
+        if j.verdict not in FINDING_VERDICTS:
+            return None
+        return replace(j, repaired=j.repaired or twin)
 
     def _classify(
         self, case: Case, oracle: str, both: tuple[SideInfo, SideInfo], outcome: Outcome, recheck: bool

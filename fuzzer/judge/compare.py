@@ -101,7 +101,8 @@ def condition_holds(name: str, function: Mapping[str, bool], side: SideInfo) -> 
         "side_vmap": side.vmap,
         "side_forward_ad": side.forward_ad,
         "side_linearize_nested": side.linearize_nested,
-        "side_reverse": "R" in side.path,  # the Function's backward runs (and unpacks what it saved)
+        "side_reverse": side.path[:1]
+        == ("R",),  # the first order is the Function's backward (it unpacks what it saved)
     }
     return sides[name] if name in sides else bool(function.get(name, False))
 

@@ -34,10 +34,13 @@ ARMS = {"swarm": [], "no-swarm": ["--no-swarm"], "by-cases": ["--steer-by", "cas
 
 
 def family(b: dict[str, Any]) -> str:
-    """A summary row's family (NOTE [bucket families]: verdict, oracle, error fingerprint, essential
-    features), so the stacks of one mechanism count once."""
-    fingerprint = b["signature"].split("|", 1)[1] if " @ " in b["signature"] else ""
-    return json.dumps([b["verdict"], b["oracle"], fingerprint, sorted(b.get("signature_features") or [])])
+    """A summary row's family (NOTE [bucket families]): an error bucket is its fingerprint already; a value
+    bucket's signature without its stack (verdict, oracle, essential features), so the stacks of one
+    mechanism count once."""
+    parts = b["signature"].split("|")
+    if " @ " in b["signature"] or len(parts) < 4:
+        return b["signature"]
+    return "|".join([parts[0], parts[1], parts[3]])
 
 
 def run(python: str, out: Path, arm: str, seed: int, duration: float, workers: int) -> dict[str, Any]:
@@ -86,9 +89,10 @@ def table(rows: list[dict[str, Any]], arms: list[str]) -> str:
             f"median {statistics.median(per):.0f} buckets per core-hour"
         )
     for a in arms:
-        others = set().union(*[union[b] for b in arms if b != a])
-        only = sorted(union[a] - others)
-        lines.append(f"only {a} ({len(only)}): {', '.join(only) or '-'}")
+        others = set().union(*[fam[b] for b in arms if b != a])
+        only = sorted(fam[a] - others)
+        lines.append(f"families only {a} found ({len(only)}):")
+        lines += [f"  {f}" for f in only]
     return "\n".join(lines)
 
 

@@ -45,7 +45,7 @@ from fuzzer.ir.case import (
 from fuzzer.ir.dataflow import prune, repair_saved, value_provided_by_saved
 from fuzzer.ir.features import ALL_FEATURES
 from fuzzer.ir.shapes import numel
-from fuzzer.ir.validity import input_aliases
+from fuzzer.ir.validity import input_aliases, shifts_an_input
 
 from ._validate import BOOLS, RARELY, check_int_range, check_subset, ints, pick
 
@@ -271,8 +271,7 @@ def _function(
     not_view = jvp_rule and bool(input_aliases(fn)) and rarely("jvp_not_view")
     # the documented-illegal jvp that returns an input's tangent itself for a new output (x + s), drawn
     # rarely: values are then not compared (validity.RULES), torch's own errors still are findings
-    shift_of_input = any(n.op == "shift" and n.args[0].startswith("x") for n in fn.nodes)
-    alias = jvp_rule and shift_of_input and rarely("jvp_alias")
+    alias = jvp_rule and shifts_an_input(fn) and rarely("jvp_alias")
     return replace(
         fn,
         dirty=dirty,

@@ -22,6 +22,7 @@ from .case import (
     View,
 )
 from .validate import require, validate
+from .validity import shifts_an_input
 
 
 def case_to_json(case: Case) -> dict[str, Any]:
@@ -240,7 +241,7 @@ def case_from_json(data: Any) -> Case:
         jvp_not_view=fd.get("jvp_not_view", False),
         jvp_alias=fd.get("jvp_alias", False),
     )
-    if version <= 2 and fn.jvp_rule and any(n.op == "shift" and n.args[0].startswith("x") for n in fn.nodes):
+    if version <= 2 and fn.jvp_rule and shifts_an_input(fn):
         fn = replace(fn, jvp_alias=True)  # rendered so before version 3 (READABLE_SCHEMA_VERSIONS)
     f = _obj(d["f"], "f", ("uses",), ("combine", *(("inplace", "inplace_no_grad") if v2 else ())))
     idata = _obj(d["inputs"], "inputs", ("shape", "values"), ("dtype",))

@@ -190,11 +190,17 @@ def input_aliases(fn: FunctionDef) -> list[int]:
     ]  # a dirty input's tangent is updated in place instead (NOTE [declared derivative])
 
 
+def shifts_an_input(fn: FunctionDef) -> bool:
+    """Whether a node of the Function is an input plus a constant (``x + s``): the output whose generated
+    jvp tangent is that input's tangent unchanged (a clone, or the tangent itself under ``jvp_alias``)."""
+    return any(n.op == "shift" and n.args[0].startswith("x") for n in fn.nodes)
+
+
 def jvp_alias(fn: FunctionDef) -> bool:
     """Whether the Function's jvp rule returns an input's tangent itself as a new output's tangent: the
     forward mode AD docs (extending.html) require the jvp to "match the view/inplace behavior of
     forward()", and a shift node's output is a new tensor, not a view of the input."""
-    return fn.jvp_rule and fn.jvp_alias and any(n.op == "shift" and n.args[0].startswith("x") for n in fn.nodes)
+    return fn.jvp_rule and fn.jvp_alias and shifts_an_input(fn)
 
 
 def jvp_not_view(fn: FunctionDef) -> bool:

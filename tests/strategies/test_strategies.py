@@ -120,7 +120,9 @@ def test_vocabulary_is_covered() -> None:
     names: Counter[str] = Counter()
     batched = 0
 
-    @settings(max_examples=400, database=None)
+    # 1200: the rarest tag (jvp_alias: a jvp rule, a shift node of an input, then a RARELY draw) comes
+    # about once in 120 cases, so 400 missed it one time in 25
+    @settings(max_examples=1200, database=None)
     @given(cases())
     def collect(case: Case) -> None:
         nonlocal batched

@@ -4,6 +4,7 @@ torch. The same Function with a faithful jvp is consistent; a stack without forw
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from fuzzer.ir.case import Case, FDef, FunctionDef, Inputs, Node, Output, Transform, View
@@ -93,3 +94,16 @@ def test_no_side_owes_the_error_without_forward_mode() -> None:
     """Under grad neither side runs forward AD: the jvp rule is never called, nothing is promised."""
     j = Judge()(_case(not_view=True, transforms=(Transform("grad"),)), MAIN)
     assert j.verdict == "consistent", (j.verdict, j.reason, j.fingerprint)
+
+
+def test_no_promise_where_backward_never_runs() -> None:
+    """run15's promise_broken-29be02d704: the output f returns is marked non-differentiable, so the loop
+    side rightly runs no backward and returns zeros; torch.func.vmap's side raised the version error only
+    because generate_vmap_rule lost mark_non_differentiable (corpus G7). The promise does not bind."""
+    from fuzzer.ir.serde import case_from_json
+
+    data = json.loads((Path(__file__).resolve().parents[1] / "data" / "nondiff_saved_modified_case.json").read_text())
+    case = case_from_json(data)
+    assert case.function.non_differentiable == case.f.uses
+    j = Judge()(case, MAIN)
+    assert j.verdict != "promise_broken", (j.verdict, j.reason, j.fingerprint)

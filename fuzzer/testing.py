@@ -70,17 +70,22 @@ def assert_function_consistent(
     max_cases: int | None = None,
     kinds: Sequence[str] = ("function", "torch"),
     timeout: float | None = 60.0,
+    compile_backend: str | None = "aot_eager",
 ) -> None:
     """Raise ``AssertionError`` (kind, oracle, stack, both sides, repro.py) if ``affuzz check`` finds something
     of one of ``kinds`` in ``function`` (an ``autograd.Function`` subclass importable from its module).
     ``inputs`` is ``--inputs`` (default: found by trial), ``max_cases`` limits the stacks (default: every
-    stack of depth <= 2)."""
-    from .check.engine import KINDS, Checker
+    stack of depth <= 2); ``compile_backend`` is ``--compile-backend``: each stack also under
+    ``torch.compile`` with that backend, beside it eagerly (None: not compiled)."""
+    from dataclasses import replace
+
+    from .check.engine import CHECK_COMPILE, KINDS, Checker
     from .check.output import repro, stack_text
     from .check.targets import target_of
 
     target = target_of(function, function.__module__, inputs=inputs)
-    report = Checker(timeout=timeout).check(target, max_cases=max_cases)
+    compiled = replace(CHECK_COMPILE, backend=compile_backend) if compile_backend else None
+    report = Checker(timeout=timeout, compile=compiled).check(target, max_cases=max_cases)
     for f in report.findings:
         if f.kind not in kinds:
             continue

@@ -16,13 +16,13 @@ from functools import lru_cache
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from fuzzer.ir.case import DTYPES, FUNCTORCH_TRANSFORMS, STYLES, Case, FDef, FunctionDef, Inputs, Transform
+from fuzzer.ir.case import DTYPES, FUNCTORCH_TRANSFORMS, STYLES, Case, Compile, FDef, FunctionDef, Inputs, Transform
 from fuzzer.ir.dataflow import repair_vmap_dims
 from fuzzer.ir.features import ALL_FEATURES
 from fuzzer.ir.shapes import MAX_MAGNITUDE, forward_bound, input_shapes, numel, output_shapes, reference_cost
 
 from ._validate import BOOLS, RARELY, check_int_range, check_subset, ints, pick
-from .functions import functions
+from .functions import OP_ORDER, functions
 from .inputs import tensor_values
 from .transforms import transform_stacks
 
@@ -57,10 +57,14 @@ def cases(
     dtypes: Sequence[str] = DTYPES,
     max_cost: int = 256,
     features: Collection[str] | None = None,
+    ops: Collection[str] | None = None,
+    compiled: st.SearchStrategy[Compile] | None = None,
 ) -> st.SearchStrategy[Case]:
     """Cases for the differential check. See :func:`strategies.functions` and
     :func:`strategies.transform_stacks` for the parameters passed through; ``features``: the feature tags
-    drawn (None: all; NOTE [swarm] in :mod:`fuzzer.gen.swarm`), ``inplace_on_output`` among them."""
+    drawn (None: all; NOTE [swarm] in :mod:`fuzzer.gen.swarm`), ``inplace_on_output`` among them;
+    ``compiled`` (e.g. :func:`strategies.compile_configs`): each case also runs under torch.compile as
+    drawn from it (the oracle ``compiled_vs_eager``; None: no case does)."""
     groups = case_groups(
         size=1,
         max_inputs=max_inputs,
@@ -75,8 +79,12 @@ def cases(
         dtypes=dtypes,
         max_cost=max_cost,
         features=features,
+        ops=ops,
     )
-    return group_entry(groups, 0)
+    one = group_entry(groups, 0)
+    if compiled is None:
+        return one
+    return st.tuples(one, compiled).map(lambda pair: replace(pair[0], compile=pair[1]))
 
 
 def case_groups(
@@ -94,6 +102,7 @@ def case_groups(
     dtypes: Sequence[str] = DTYPES,
     max_cost: int = 256,
     features: Collection[str] | None = None,
+    ops: Collection[str] | None = None,
 ) -> st.SearchStrategy[tuple[Case | None, ...]]:
     """``size`` cases that share one Function and ``f`` (and base shape), each with its own transform
     stack, dtype and input values: the cheap way to draw many cases (NOTE [case groups]).
@@ -109,6 +118,7 @@ def case_groups(
     dtypes = check_subset("dtypes", dtypes, DTYPES)
     check_int_range("max_cost", max_cost, 1, 1_000_000)
     tags = None if features is None else frozenset(check_subset("features", features, ALL_FEATURES, empty=True))
+    op_set = None if ops is None else tuple(sorted(check_subset("ops", ops, OP_ORDER)))
     return _group(
         size,
         max_inputs,
@@ -123,6 +133,7 @@ def case_groups(
         dtypes,
         max_cost,
         tags,
+        op_set,
     )
 
 
@@ -171,6 +182,7 @@ def _group(
     dtypes: tuple[str, ...],
     max_cost: int,
     tags: frozenset[str] | None = None,
+    ops: tuple[str, ...] | None = None,
 ) -> tuple[Case | None, ...]:
     n_inputs = draw(ints(1, max_inputs))
     stacks = transform_stacks(
@@ -193,6 +205,7 @@ def _group(
             styles=styles,
             vmap_rules=vmap_rules,
             features=tags,
+            ops=ops,
         )
     )
     n_out = len(fn.outputs)
@@ -204,7 +217,12 @@ def _group(
     in_place = tags is None or "inplace_on_output" in tags
     inplace = tuple(j for j, o in enumerate(fn.outputs) if o.kind == "node" and in_place and draw(RARELY))
     inplace_no_grad = bool(inplace) and draw(BOOLS)
-    f = FDef(uses, combine, inplace, inplace_no_grad)
+    # NOTE [aliased inputs]: 1 Function in 4 of several inputs gets one input in two of its arguments
+    apply_args: tuple[int, ...] = ()
+    if fn.n_inputs > 1 and not fn.dirty and (tags is None or "aliased_inputs" in tags) and draw(RARELY):
+        j = draw(ints(1, fn.n_inputs - 1))
+        apply_args = tuple(draw(ints(0, j - 1)) if k == j else k for k in range(fn.n_inputs))
+    f = FDef(uses, combine, inplace, inplace_no_grad, apply_args)
     group = [_variant(draw, fn, f, shape, stack, dtypes)]
     for _ in range(size - 1):
         stack = draw(stacks)

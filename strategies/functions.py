@@ -9,9 +9,24 @@ Invariants of every drawn Function:
   obtain every value it needs (:func:`fuzzer.ir.case.repair_saved`); no dead intermediates (pruned).
 * The backward is the exact VJP except for the deliberately unused grad_outputs and None input grads;
   the optional ``jvp`` staticmethod is the exact JVP.
-* The rest of the API is drawn too, each rarely (1 in 4): ``@once_differentiable``,
-  ``set_materialize_grads(False)``, ``mark_non_differentiable`` on node outputs, saved tensors kept on
-  ``ctx`` as attributes, saved tensors detached.
+* The rest of the API is drawn too, each for 1 Function in 4 (NOTE [rare features]):
+  ``@once_differentiable``, ``set_materialize_grads(False)``, ``mark_non_differentiable`` on node
+  outputs, saved tensors detached, None grads (1 in 8: saved tensors kept on ``ctx`` as attributes).
+
+NOTE [rare features]
+A rare feature is rare per *Function*: drawn for 1 Function in 4, then for each element it can apply to
+(a saved tensor to detach, an output to mark non-differentiable, an input to return None for) 1 time in 2,
+one at least.
+Drawn 1 time in 4 per element instead, a Function with four saved tensors detached one of them 2 times in
+3, and nearly every Function carried some rule that masks what the rest of it does.
+
+NOTE [output kinds]
+An output is a computed node twice as often as an input returned as-is or a view (of the kinds a swarm
+configuration enables): uniform over the three, half the Functions computed nothing (every output an
+input or a view of one) and three in four had no derivative to compute at all, only gradients to route.
+* Custom gradient rules (NOTE [custom gradients]), each for 1 Function in 4: a straight-through
+  rounding among the ops, a scaled, reversed, blocked or clipped gradient of the computed outputs;
+  intermediates modified in place inside forward (NOTE [in-place forward]).
 * It always passes :func:`fuzzer.ir.case.validate`.
 
 Choices are ordered simplest first (one input, one ``pow`` output, setup_context style, no vmap rule),
@@ -23,11 +38,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Collection, Sequence
 from dataclasses import replace
+from typing import TypeVar
 
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from fuzzer.ir.case import (
+    GRAD_RULES,
+    INPLACE_OPS,
     MAX_DIM_SIZE,
     MAX_INPUTS,
     MAX_NDIM,
@@ -35,6 +53,7 @@ from fuzzer.ir.case import (
     MAX_OUTPUTS,
     POW_EXPONENTS,
     SCALAR_OPS,
+    STRAIGHT_THROUGH_OPS,
     STYLES,
     VMAP_RULES,
     FunctionDef,
@@ -42,7 +61,7 @@ from fuzzer.ir.case import (
     Output,
     View,
 )
-from fuzzer.ir.dataflow import prune, repair_saved, value_provided_by_saved
+from fuzzer.ir.dataflow import forward_nodes, prune, repair_saved, value_provided_by_saved
 from fuzzer.ir.features import ALL_FEATURES
 from fuzzer.ir.shapes import numel
 from fuzzer.ir.validity import input_aliases, shifts_an_input
@@ -50,6 +69,8 @@ from fuzzer.ir.validity import input_aliases, shifts_an_input
 from ._validate import BOOLS, RARELY, check_int_range, check_subset, ints, pick
 
 __all__ = ["functions", "views"]
+
+T = TypeVar("T")
 
 ALL_TAGS = frozenset(ALL_FEATURES)
 #: Simplest first.
@@ -71,6 +92,23 @@ def _narrow(draw: st.DrawFn, shape: tuple[int, ...]) -> View:
     d = draw(ints(0, len(shape) - 1))
     length = draw(ints(1, shape[d]))
     return View("narrow", dim=d, index=draw(ints(0, shape[d] - length)), length=length)
+
+
+def _drawn_order(draw: st.DrawFn, items: list[str]) -> tuple[str, ...]:
+    """``items`` in a drawn order, shrinking toward the given one.
+
+    NOTE [saved order]
+    The backward reads each value it needs from the *first* saved tensor that provides it
+    (:func:`fuzzer.ir.dataflow.value_provided_by_saved`): with ``x0`` and an output that is ``x0`` as-is
+    both saved, the order decides whether backward's graph hangs off the input or off the output (the
+    seed bug's shape). Saved in candidate order (inputs first), a saved input would always shadow the
+    output, and a Function that saves both would read the output never; so the order of ``saved`` is
+    drawn (a Fisher-Yates shuffle whose every swap shrinks to "none"), and which provider backward
+    reads is part of the generated space, as the docs' own examples save either."""
+    for i in range(len(items) - 1, 0, -1):
+        j = i - draw(ints(0, i))
+        items[i], items[j] = items[j], items[i]
+    return tuple(items)
 
 
 @functools.cache
@@ -115,6 +153,7 @@ def functions(
     styles: Sequence[str] = STYLES,
     vmap_rules: Sequence[str] = ("none", "generate", "custom"),
     features: Collection[str] | None = None,
+    ops: Collection[str] | None = None,
 ) -> st.SearchStrategy[FunctionDef]:
     """Function definitions over inputs of base ``shape``.
 
@@ -127,6 +166,10 @@ def functions(
     drawn; ``saved_input`` may still appear where the backward needs an input that nothing else provides
     (:func:`fuzzer.ir.case.repair_saved`), and ``backward_returns_none`` where an input reaches no output.
     With every tag in, the draws are exactly those of None.
+
+    ``ops`` (elementwise ops of :data:`OP_ORDER`, at least one; None: all): the only ones forward's
+    intermediates use (a swarm configuration); ``scale``/``shift`` stay gated by ``non_tensor_input``.
+    With every op in, the draws are exactly those of None.
     """
     if not isinstance(shape, tuple) or len(shape) > MAX_NDIM or any(not 1 <= s <= MAX_DIM_SIZE for s in shape):
         raise InvalidArgument(f"shape={shape!r} must be a tuple of at most {MAX_NDIM} sizes in 1..{MAX_DIM_SIZE}")
@@ -135,6 +178,7 @@ def functions(
         check_int_range("n_inputs", n_inputs, 1, max_inputs)
     check_int_range("max_outputs", max_outputs, 1, MAX_OUTPUTS)
     check_int_range("max_nodes", max_nodes, 1, MAX_NODES)
+    op_order = OP_ORDER if ops is None else tuple(o for o in OP_ORDER if o in check_subset("ops", ops, OP_ORDER))
     styles = check_subset("styles", styles, STYLES)
     vmap_rules = check_subset("vmap_rules", vmap_rules, VMAP_RULES)
     # Legacy-style Functions always raise under torch.func transforms (a documented limitation), so
@@ -163,6 +207,7 @@ def functions(
         vmap_rules,
         style_st,
         allow,
+        op_order,
     )
 
 
@@ -178,15 +223,25 @@ def _function(
     vmap_rules: tuple[str, ...],
     style_st: st.SearchStrategy[str],
     allow: frozenset[str],
+    op_order: tuple[str, ...] = OP_ORDER,
 ) -> FunctionDef:
     def rarely(tag: str) -> bool:  # a gated RARELY draw: no choice is made for a tag left out
         return tag in allow and draw(RARELY)
+
+    def some(tag: str, items: Sequence[T]) -> tuple[T, ...]:
+        """NOTE [rare features]: ``tag`` for 1 Function in 4 (of those it can apply to), and then each of
+        ``items`` 1 time in 2, one at least."""
+        if not items or not rarely(tag):
+            return ()
+        chosen = tuple(x for x in items if draw(BOOLS))
+        return chosen or (pick(draw, list(items)),)
 
     n_in = n_inputs if n_inputs is not None else draw(ints(1, max_inputs))
     xs = [f"x{i}" for i in range(n_in)]
     n_scalars = draw(_n_scalars) if "non_tensor_input" in allow else 0
     scalars = tuple(pick(draw, SCALAR_VALUES) for _ in range(n_scalars))
-    ops = OP_ORDER + (SCALAR_OPS if scalars else ())
+    # NOTE [custom gradients]: a straight-through rounding among the ops of 1 Function in 4
+    ops = op_order + (SCALAR_OPS if scalars else ()) + (STRAIGHT_THROUGH_OPS if rarely("straight_through") else ())
     nodes: list[Node] = []
     for k in range(draw(ints(1, max_nodes))):
         op = pick(draw, ops)
@@ -214,7 +269,8 @@ def _function(
         ]
         if not kinds:
             break
-        kind = pick(draw, kinds)
+        # NOTE [output kinds]: a computed output twice as often as an input as-is or a view
+        kind = pick(draw, [k for k in kinds for _ in range(2 if k == "node" else 1)])
         if kind == "node":
             outputs.append(Output("node", pick(draw, nodes_left)))
         elif kind == "input":
@@ -224,31 +280,30 @@ def _function(
             outputs.append(Output("view", pick(draw, xs + of_outputs), draw(views(shape=shape))))
     kinds_saved = {"x": "saved_input", "o": "saved_output", "t": "saved_intermediate"}
     candidates = xs + [f"o{j}" for j in range(len(outputs))] + [f"t{k}" for k in range(len(nodes))]
-    saved = tuple(r for r in candidates if kinds_saved[r[0]] in allow and draw(BOOLS))
+    saved = _drawn_order(draw, [r for r in candidates if kinds_saved[r[0]] in allow and draw(BOOLS)])
     unused = [j for j in range(len(outputs)) if "grad_unused" in allow and draw(BOOLS)]
     # The same tensor returned twice gets one declared derivative: its copies' grads are all used or all
     # ignored, as the first copy's (NOTE [valid comparisons] in fuzzer/ir/validity.py).
     same = [(o.kind, o.ref) if o.kind != "view" else j for j, o in enumerate(outputs)]  # views are distinct
     unused = tuple(j for j, key in enumerate(same) if same.index(key) in unused)
-    nones = tuple(i for i in range(n_in) if rarely("backward_returns_none"))
+    nones = some("backward_returns_none", range(n_in))
     style = draw(style_st)
     rules = [r for r in vmap_rules if r == "none"] if style == "legacy" else list(vmap_rules)
     rule = draw(_vmap_rule_st(tuple(rules))) if rules else "none"
     jvp_rule = "custom_jvp" in allow and draw(BOOLS)
+    grad_rule = pick(draw, GRAD_RULES[1:]) if rarely("custom_gradient") else "exact"  # NOTE [custom gradients]
     once = rarely("once_differentiable")
     materialize = not rarely("materialize_grads_false")
     refs = [o.ref for o in outputs]
-    nondiff = tuple(
-        j
-        for j, o in enumerate(outputs)
-        if o.kind == "node" and refs.count(o.ref) == 1 and rarely("mark_non_differentiable")
+    nondiff = some(
+        "mark_non_differentiable", [j for j, o in enumerate(outputs) if o.kind == "node" and refs.count(o.ref) == 1]
     )
     fn = prune(repair_saved(FunctionDef(n_in, tuple(nodes), tuple(outputs), saved, unused, nones, style, rule)))
     # Tensors kept on ctx break a documented rule (NOTE [valid comparisons] in fuzzer/ir/validity.py): no
     # comparison of such a Function is a torch finding, so it is drawn for 1 Function in 8 only.
     ctx = "saved_on_ctx" in allow and draw(ints(0, 7)) == 7
     on_ctx = tuple(r for r in fn.saved if draw(RARELY)) if ctx else ()
-    detached = tuple(r for r in fn.saved if rarely("saved_detached"))
+    detached = some("saved_detached", fn.saved)
     dirty = tuple(
         i
         for i in range(n_in)
@@ -272,8 +327,26 @@ def _function(
     # the documented-illegal jvp that returns an input's tangent itself for a new output (x + s), drawn
     # rarely: values are then not compared (validity.RULES), torch's own errors still are findings
     alias = jvp_rule and shifts_an_input(fn) and rarely("jvp_alias")
+    # NOTE [in-place forward]: a node computed in place on an intermediate nothing else reads
+    reads = [a for n in fn.nodes for a in n.args] + [o.ref for o in fn.outputs] + list(fn.saved)
+
+    def own(a: str) -> bool:  # an intermediate nothing but this node reads
+        return a[0] == "t" and reads.count(a) == 1
+
+    def target(n: Node) -> Node | None:  # the node in place on its first argument (mul, add: either one)
+        if n.op not in INPLACE_OPS:
+            return None
+        if own(n.args[0]):
+            return replace(n, inplace=True)
+        if n.op in ("mul", "add") and own(n.args[1]):
+            return replace(n, args=n.args[::-1], inplace=True)
+        return None
+
+    in_place = set(some("inplace_in_forward", [k for k in sorted(forward_nodes(fn)) if target(fn.nodes[k])]))
+    nodes = tuple(target(n) or n if k in in_place else n for k, n in enumerate(fn.nodes))
     return replace(
         fn,
+        nodes=nodes,
         dirty=dirty,
         jvp_rule=jvp_rule,
         jvp_not_view=not_view,
@@ -285,4 +358,5 @@ def _function(
         detached=detached,
         non_tensor_output=rarely("non_tensor_output"),
         scalars=scalars,
+        grad_rule=grad_rule,
     )

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..ir.oracles import MAIN
+from ..ir.oracles import COMPILED, MAIN
 from ..triage.shrink import DEFAULT_BUDGET
 from .protocol import CaseReport
 
@@ -41,6 +41,8 @@ class CampaignConfig:
     hang_limit: float | None = None  # silence before a worker is killed as hung (default 2 x timeout + 30 s)
     family_limit: int = 3  # NOTE [bucket families]: stacks shrunk per family; 0: every one
     shrink_share: float = 0.25  # NOTE [campaign driver]: most of the worker time shrink jobs may take
+    # NOTE [compile share]: most of the case time compiled cases may take (affuzz run: DEFAULT_SHARE)
+    compile_share: float = 0.0
 
     @property
     def silence_limit(self) -> float:
@@ -68,13 +70,15 @@ class CampaignConfig:
             "hang_limit": self.hang_limit,
             "family_limit": self.family_limit,
             "shrink_share": self.shrink_share,
+            "compile_share": self.compile_share,
             "command": self.command,
         }
 
     @classmethod
     def from_json(cls, out: Path, d: dict[str, Any]) -> CampaignConfig:
-        # a campaign saved before NOTE [swarm] drew without it, one before NOTE [cost-aware steering] by cases
-        d = {"swarm": False, "steer_by": "cases", **d}
+        # a campaign saved before NOTE [swarm] drew without it, one before NOTE [cost-aware steering] by
+        # cases, one before NOTE [compile share] ran nothing compiled
+        d = {"swarm": False, "steer_by": "cases", "compile_share": 0.0, **d}
         return cls(out=out, **{k: v for k, v in d.items() if k in cls.__dataclass_fields__ and k != "out"})
 
 
@@ -95,6 +99,9 @@ class Stats:
     limitations: Counter[str] = field(default_factory=Counter)
     not_applicable: Counter[str] = field(default_factory=Counter)  # NOTE [valid comparisons]: reason -> count
     seconds: Counter[str] = field(default_factory=Counter)  # worker time: generate, torch, case, shrink
+    oracle_cases: Counter[str] = field(default_factory=Counter)  # cases each oracle ran on
+    oracle_seconds: Counter[str] = field(default_factory=Counter)  # seconds each oracle's sides ran
+    compiled_limitations: Counter[str] = field(default_factory=Counter)  # NOTE [compiled mode]: expected, by limitation
     elapsed_before: float = 0.0  # seconds run before a resume
     last_bucket_elapsed: float = 0.0
     started: float = field(default_factory=time.monotonic)
@@ -113,6 +120,9 @@ class Stats:
         self.seconds["case"] += r.seconds
         self.seconds["triage"] += r.triage_seconds
         self.float32_noise += r.float32_noise
+        for oracle, seconds in r.oracle_seconds:
+            self.oracle_cases[oracle] += 1
+            self.oracle_seconds[oracle] += seconds
         for oracle, verdict, limitation in r.verdicts:
             if verdict == "not_applicable":
                 self.not_applicable[limitation or "-"] += 1
@@ -122,6 +132,8 @@ class Stats:
                     self.limitations[limitation] += 1
             else:
                 self.metamorphic[oracle][verdict] += 1
+                if oracle == COMPILED and limitation and verdict == "expected":
+                    self.compiled_limitations[limitation] += 1
         self.internal_errors += len(r.internal_errors)
 
     @property
@@ -145,6 +157,9 @@ class Stats:
             "limitations": dict(self.limitations),
             "not_applicable": dict(self.not_applicable),
             "seconds": dict(self.seconds),
+            "oracle_cases": dict(self.oracle_cases),
+            "oracle_seconds": dict(self.oracle_seconds),
+            "compiled_limitations": dict(self.compiled_limitations),
             "elapsed": self.elapsed,
             "last_bucket_elapsed": self.last_bucket_elapsed,
         }
@@ -165,7 +180,17 @@ class Stats:
             setattr(s, name, int(d.get(name, 0)))
         for o, c in d.get("metamorphic", {}).items():
             s.metamorphic[o].update(c)
-        for name in ("feature_counts", "transform_counts", "verdicts", "limitations", "not_applicable", "seconds"):
+        for name in (
+            "feature_counts",
+            "transform_counts",
+            "verdicts",
+            "limitations",
+            "not_applicable",
+            "seconds",
+            "oracle_cases",
+            "oracle_seconds",
+            "compiled_limitations",
+        ):
             getattr(s, name).update(d.get(name, {}))
         s.elapsed_before = float(d.get("elapsed", 0.0))
         s.last_bucket_elapsed = float(d.get("last_bucket_elapsed", 0.0))

@@ -34,11 +34,12 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from ..gen.coverage import Coverage
 from ..gen.streams import Decoder, database_dir, stream_buffer
-from ..ir.case import Case
+from ..ir.case import Case, Compile
 from ..ir.features import features
 from ..ir.files import atomic_write_json
 from ..ir.oracles import MAIN
@@ -47,7 +48,7 @@ from ..judge.execute import Outcome, Side
 from ..publish.findings import Finding, expect_of, repro_lines
 from ..publish.verify import Verifier
 from ..triage.buckets import Bucket, BucketBook, RawFinding, ShrinkJob
-from ..triage.signature import Signature, skeleton
+from ..triage.signature import Signature, compile_key, skeleton
 from . import numbers, state
 from .config import CampaignConfig, Stats
 from .outdir import OutDir, now_iso
@@ -163,6 +164,8 @@ class Campaign:
             max_rss_mb=c.max_rss_mb,
             database=None if c.ray else database_dir(c.out),
             swarm=c.swarm,
+            compile_share=c.compile_share,
+            campaign_seconds=self.stats.elapsed,
         )
 
     def _start(self, slot: Slot) -> None:
@@ -259,22 +262,29 @@ class Campaign:
             self._complete(job, job.case, self._unshrunk_info(job, f"the worker died while shrinking it ({why})"))
         elif isinstance(command, Fuzz):
             position = None
+            compiled = None
             if h.knows_current_case and current is not None and current[0] == "case":
                 position = int(current[1])
+                compiled = current[2] if len(current) > 2 else None  # NOTE [compile share]
             elif command.span == 1:
                 position = command.start
             else:  # a Ray actor: re-run the lost positions one case per command to find the culprit
                 slot.careful_until = max(slot.careful_until, command.start + (command.span or command.max_cases))
             if position is not None:
                 slot.skip.add(position)
-                self._crash(slot, position, why, pid, hang=hang)
+                self._crash(slot, position, why, pid, hang=hang, compiled=compiled)
             reason = f"{why} at position {position}" if position is not None else why
         self._restart(slot, reason)
 
-    def _crash(self, slot: Slot, position: int, why: str, pid: int | None, *, hang: bool) -> None:
-        """A worker died (or hung past the limit) on case ``position`` of ``slot``: a crash/hang finding,
-        published only if its repro crashes (hangs) again in a fresh process."""
+    def _crash(
+        self, slot: Slot, position: int, why: str, pid: int | None, *, hang: bool, compiled: Compile | None = None
+    ) -> None:
+        """A worker died (or hung past the limit) on case ``position`` of ``slot`` (run with ``compiled``, its
+        beat said): a crash/hang finding, published only if its repro crashes (hangs) again in a fresh
+        process."""
         case = self._decoder.draw(slot.index, position)
+        if case is not None and compiled is not None:
+            case = replace(case, compile=compiled)
         verdict = "hang" if hang else "crash"
         self.event(verdict, slot=slot.index, pid=pid, position=position, why=why, case=case is not None)
         if case is None:
@@ -392,7 +402,9 @@ class Campaign:
         """Bucket a shrunk finding by its shrunk signature (the book decides) and publish it if it is to be."""
         raw, goal, case = job.raw, job.goal, job.case
         shrink_info["raw_signature"] = raw.text
-        sig = Signature(goal.verdict, goal.oracle, skeleton(shrunk), raw.features, raw.error)
+        sig = Signature(
+            goal.verdict, goal.oracle, skeleton(shrunk), raw.features, raw.error, compile_key(shrunk, goal.oracle)
+        )
         finding = Finding(
             case=shrunk,
             signature=sig,

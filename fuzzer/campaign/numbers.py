@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..gen.swarm import SLICE
 from ..ir.case import TRANSFORMS
 from ..ir.features import ALL_FEATURES
+from ..ir.oracles import COMPILED
 from ..ir.verdicts import ALL_VERDICTS
 from ..publish.findings import bucket_row
 from .worker import rss_mb
@@ -67,6 +68,7 @@ def live(c: Campaign, updated: str) -> dict[str, Any]:
         "skipped_by_steering": s.skipped,
         "invalid_inputs": s.invalid,
         "internal_errors": s.internal_errors,
+        "oracles": oracles(c),
         "swarm": swarm(c),
         "coverage": {
             **c.coverage.saturation(ALL_FEATURES, TRANSFORMS),
@@ -111,6 +113,27 @@ def shrink_stats(c: Campaign) -> dict[str, Any]:
     }
 
 
+def oracles(c: Campaign) -> dict[str, Any]:
+    """Per oracle: the cases it ran on, the core seconds its sides took, cases per core second and its share
+    of all case time (NOTE [compile share]: what the compiled oracle costs is measured, not assumed); the
+    compiled oracle's documented limitations by name (NOTE [compiled mode])."""
+    s = c.stats
+    case_seconds = s.seconds.get("case", 0.0)
+    out: dict[str, Any] = {}
+    for oracle, n in s.oracle_cases.items():
+        secs = s.oracle_seconds.get(oracle, 0.0)
+        out[oracle] = {
+            "cases": n,
+            "core_seconds": round(secs, 3),
+            "cases_per_core_second": round(n / secs, 2) if secs else None,
+            "share_of_case_time": round(secs / case_seconds, 4) if case_seconds else None,
+        }
+    if COMPILED in out:
+        out[COMPILED]["compile_share"] = c.config.compile_share
+        out[COMPILED]["expected_by_limitation"] = dict(s.compiled_limitations)
+    return out
+
+
 def swarm(c: Campaign) -> dict[str, Any]:
     """NOTE [swarm]: whether it is on, the positions per configuration, and the configurations (slices of
     a slot's stream) the run has drawn from; each finding's own configuration is in its finding.json."""
@@ -152,6 +175,7 @@ def summary(c: Campaign) -> dict[str, Any]:
         "internal_errors": s.internal_errors,
         "float32_noise": s.float32_noise,
         "metamorphic_verdicts": {o: dict(c) for o, c in s.metamorphic.items()},
+        "oracles": oracles(c),
         "shrink": shrink_stats(c),
         "feature_counts": {t: s.feature_counts.get(t, 0) for t in ALL_FEATURES},
         "transform_counts": {t: s.transform_counts.get(t, 0) for t in TRANSFORMS},

@@ -26,6 +26,8 @@ class WorkerInit:
     database: str | None = None  # Hypothesis example database directory (a cache; None: none)
     subject: str = "torch"  # NOTE [valid comparisons]: what is under test
     swarm: bool = True  # NOTE [swarm]
+    compile_share: float = 0.0  # NOTE [compile share]: most of the case time the compiled oracle may take
+    campaign_seconds: float = 0.0  # how far into the campaign the worker starts
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ class CaseReport:
     torch_seconds: float = 0.0  # running the rendered scripts of the case's oracles once each
     triage_seconds: float = 0.0  # of ``seconds``: telling a new finding's bug (ablation, known-bucket checks)
     generate_seconds: float = 0.0  # decoding it (and the draws steering skipped before it)
+    oracle_seconds: tuple[tuple[str, float], ...] = ()  # (oracle, seconds its sides ran), each oracle run
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,12 @@ from dataclasses import replace
 from typing import Any
 
 from ..codegen.render import render
+from ..gen.compiled import CompileShare
 from ..gen.coverage import Coverage, Steering
 from ..gen.streams import Decoder
 from ..ir.case import Case
 from ..ir.features import features
-from ..ir.oracles import applicable
+from ..ir.oracles import COMPILED, applicable
 from ..ir.verdicts import ERROR_VERDICTS, FINDING_VERDICTS
 from ..judge.execute import Outcome, triage_source
 from ..judge.judge import Judge, Judgement
@@ -63,6 +64,8 @@ class Worker:
         self.buckets = KnownBuckets()
         self._current: tuple[str, Any] = ("idle", None)  # what a beat reports (NOTE [worker protocol])
         self._timed_out = False  # a case hit the per-case timer (NOTE [interrupted cases])
+        self.compiles = CompileShare(init.seed, init.slot, init.compile_share, by=init.steer_by)
+        self._started = time.monotonic()
 
     def draw(self, k: int) -> Case | None:
         """Case ``k`` of this worker's stream (None when its bytes decode to no case)."""
@@ -97,10 +100,14 @@ class Worker:
                 generate += time.perf_counter() - t0
                 continue
             generate += time.perf_counter() - t0
-            self._current = ("case", pos)
+            if not cmd.careful:  # NOTE [compile share]
+                case = self.compiles.attach(case, pos, self.init.campaign_seconds + time.monotonic() - self._started)
+            # NOTE [worker protocol]: a compiled case's beat names its compile, which the position alone does not
+            self._current = ("case", pos) if case.compile is None else ("case", pos, case.compile)
             report = self.run(case, pos)
             reports.append(replace(report, generate_seconds=generate))
             generate = 0.0
+            self.compiles.record(report.seconds, sum(s for o, s in report.oracle_seconds if o == COMPILED))
             self.coverage.add(tags, names, report.seconds)
             self.cases_run += 1
             recycle = self._recycle()
@@ -143,6 +150,7 @@ class Worker:
         errors: list[str] = []
         noise = 0
         torch_seconds = triage = 0.0
+        oracle_seconds: list[tuple[str, float]] = []
         self.beat(self._current)
         oracles = applicable(case)
         try:  # NOTE [one exec per case]; a beat before each oracle (NOTE [worker protocol])
@@ -157,14 +165,19 @@ class Worker:
                     self.beat(self._current)
                     j = self._judge(case, oracle)
                 torch_seconds += j.seconds
+                oracle_seconds.append((oracle, j.seconds))
                 noise += j.float32_noise
                 self._timed_out |= j.verdict == "hang"
                 verdicts.append((oracle, j.verdict, j.reason))
                 if j.verdict in FINDING_VERDICTS:
                     assert j.outcome is not None
                     t0 = time.perf_counter()
-                    # NOTE [repaired rules]: a finding of the Function's clean twin is reported as that twin
-                    found.append(self._finding(j.repaired or case, j.verdict, j.outcome, oracle, j.fingerprint))
+                    # NOTE [repaired rules]: a finding of the Function's clean twin is reported as that twin;
+                    # NOTE [compiled mode]: only the compiled oracle's findings keep the case's compile
+                    subject = j.repaired or case
+                    if oracle != COMPILED and subject.compile is not None:
+                        subject = replace(subject, compile=None)
+                    found.append(self._finding(subject, j.verdict, j.outcome, oracle, j.fingerprint))
                     triage += time.perf_counter() - t0
             except Exception:  # noqa: BLE001
                 errors.append(f"--- case {k} ({oracle})\n{traceback.format_exc()}")
@@ -179,6 +192,7 @@ class Worker:
             seconds=time.perf_counter() - start,
             torch_seconds=torch_seconds,
             triage_seconds=triage,
+            oracle_seconds=tuple(oracle_seconds),
         )
 
     def _finding(self, case: Case, verdict: str, outcome: Outcome, oracle: str, fp: str) -> RawFinding:
@@ -239,9 +253,10 @@ class Worker:
                 return JobResult(job.id, same_as=bucket_id, seconds=time.monotonic() - start)
         shrunk, info = case, {"runs": 0, "seconds": 0.0, "steps": [], "exhausted": False}
         if job.budget > 0:
-            result = Shrinker(goal, run, budget=job.budget).shrink(
-                case, strategy=self.decoder.strategy(job.position, job.slot), buffer=job.buffer
-            )
+            strategy = self.decoder.strategy(job.position, job.slot)
+            if case.compile is not None:  # NOTE [compile share]: drawn apart from the buffer's bytes
+                strategy = strategy.map(lambda c: replace(c, compile=case.compile))
+            result = Shrinker(goal, run, budget=job.budget).shrink(case, strategy=strategy, buffer=job.buffer)
             shrunk = result.case
             info = {
                 "runs": result.runs,

@@ -31,14 +31,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from ..codegen.check_render import RULE_ORACLES, SECOND_ORDER, render_check, rule_applies, shrunk_target
-from ..ir.case import FORWARD_MODE_TRANSFORMS, Transform
-from ..ir.oracles import MAIN, alternate, applicable_to
+from ..ir.case import FORWARD_MODE_TRANSFORMS, Compile, Transform
+from ..ir.oracles import COMPILED, MAIN, alternate, applicable_to
 from ..ir.shapes import reference_cost
 from ..ir.target import CheckCase, Target, TargetError
 from ..ir.validity import SideInfo, stack_sides
 from ..ir.verdicts import FINDING_VERDICTS
 from ..judge.compare import Limitation, classify, load_registry
-from ..judge.execute import Outcome, run_script
+from ..judge.execute import Outcome, compile_unavailable, run_script
 from .targets import reprobe
 
 #: NOTE [check stacks]: the create_graph side of hessian > jvp > hessian on 3 elements (cost 118098) takes
@@ -137,12 +137,25 @@ def random_stacks(seed: int, target: Target) -> Iterator[tuple[Transform, ...]]:
             yield stack
 
 
-class Checker:
-    """Runs one target's oracles (every script through :func:`fuzzer.judge.execute.run_script`)."""
+#: NOTE [check oracles]: how ``compiled_vs_eager`` compiles a stack (Dynamo and AOTAutograd: where a
+#: Function's rules are traced; no C++ compile), unless ``--compile-backend`` says otherwise.
+CHECK_COMPILE = Compile("aot_eager", False, "around")
 
-    def __init__(self, *, timeout: float | None = 60.0, registry: tuple[Limitation, ...] | None = None) -> None:
+
+class Checker:
+    """Runs one target's oracles (every script through :func:`fuzzer.judge.execute.run_script`);
+    ``compile``: the compiled oracle's configuration (None: no compiled oracle)."""
+
+    def __init__(
+        self,
+        *,
+        timeout: float | None = 60.0,
+        registry: tuple[Limitation, ...] | None = None,
+        compile: Compile | None = CHECK_COMPILE,
+    ) -> None:
         self.timeout = timeout
         self.registry = registry if registry is not None else load_registry()
+        self.compile = compile
 
     # ----------------------------------------------------------------------------- rule oracles
 
@@ -169,6 +182,11 @@ class Checker:
         """Why a torch disagreement on this comparison could come from the Function's rules (NOTE [check
         oracles]): the rule oracles the two sides' difference relies on that did not come out
         consistent; None when it cannot."""
+        if oracle == COMPILED:  # the same rules on both sides (NOTE [compiled mode]), but a vmap staticmethod
+            # that is wrong (a batch of the wrong shape, say) is refused by the compiler's fake tensors where
+            # eager takes it: under vmap the rule must check out first
+            bad = [o for o in ("vmap_rule_vs_loop",) if _vmaps(stack) and rules.get(o) and rules[o].finding]
+            return f"rules disagree ({', '.join(bad)})" if bad else None
         a, b = stack_sides(stack, oracle)
         need = []
         if a.path != b.path:
@@ -194,19 +212,23 @@ class Checker:
         [one exec per case])."""
         out: dict[str, Verdict] = {}
         todo = []
-        for oracle in applicable_to(stack):
+        names = applicable_to(stack) + ((COMPILED,) if self.compile is not None else ())
+        for oracle in names:
             if oracles is not None and oracle not in oracles:
                 continue
             why = self.valid(target, stack, oracle, rules)
+            if oracle == COMPILED and why is None:
+                why = compile_unavailable()
             if why is not None:
                 out[oracle] = Verdict("not_applicable", why)
             else:
                 todo.append(oracle)
         if todo:
-            case = CheckCase(target, stack, todo[0])
+            case = CheckCase(target, stack, todo[0], compile=self.compile)
             outcomes = run_script(render_check(case, also=tuple(todo[1:])), tuple(todo), timeout=self.timeout)
             for oracle in todo:
-                c = classify(outcomes[oracle], self.registry, target.conditions(), stack_sides(stack, oracle))
+                both = stack_sides(stack, oracle, self.compile)
+                c = classify(outcomes[oracle], self.registry, target.conditions(), both)
                 out[oracle] = Verdict(c.verdict, c.limitation or "", c.fingerprint, outcomes[oracle])
         return out
 
@@ -247,7 +269,7 @@ class Checker:
             for oracle, v in self.stack(target, stack, report.rules).items():
                 report.count(oracle, v.verdict)
                 if v.finding:
-                    f = CheckFinding("torch", CheckCase(target, stack, oracle), v)
+                    f = CheckFinding("torch", CheckCase(target, stack, oracle, compile=self.compile), v)
                     if f.key not in seen:
                         seen.add(f.key)
                         report.findings.append(f)
@@ -302,6 +324,8 @@ def _side_b(stack: tuple[Transform, ...], oracle: str) -> tuple[Transform, ...] 
         return ()
     if oracle == "vmap_vs_loop":
         return tuple(t for t in stack if t.name != "vmap")
+    if oracle == COMPILED:
+        return stack
     return alternate(stack, oracle)
 
 

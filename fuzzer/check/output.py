@@ -35,6 +35,7 @@ _SHORT = {
     "jacrev_vs_jacfwd": "jacrev/jacfwd",
     "vmap_vs_loop": "vmap/loop",
     "forward_over_reverse": "fwd/rev order",
+    "compiled_vs_eager": "compiled/eager",
 }
 
 

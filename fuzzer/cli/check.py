@@ -19,7 +19,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "it: first its rules (backward and jvp vs finite differences, backward vs jvp, the second-order rules "
             "vs finite differences, its vmap staticmethod vs a loop), then every transform stack of depth <= 2 "
             "under the fuzzer's oracles (torch.func vs plain autograd, jacrev vs jacfwd, vmap vs a loop, "
-            "forward- vs reverse-over-reverse). Findings come in two kinds, written apart under OUT/function/ "
+            "forward- vs reverse-over-reverse, compiled vs eager). Findings come in two kinds, written apart under OUT/function/ "
             "(the Function's rules disagree) and OUT/torch/ (torch disagrees with itself on a Function whose "
             "rules check out); each is shrunk and its repro.py (importing your module) is run in a fresh "
             "process before it is reported. Exit 0: no finding; 1: findings; 2: bad target or command line."
@@ -46,6 +46,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--seed", type=seed_int, default=0, help="samples and random stacks (default 0)")
     p.add_argument("--no-shrink", action="store_true", help="report findings as found")
     p.add_argument("--timeout", type=float, default=60.0, metavar="S", help="per script (default 60)")
+    p.add_argument(
+        "--compile-backend",
+        choices=("eager", "aot_eager", "inductor", "none"),
+        default="aot_eager",
+        help="also run each stack under torch.compile(stack(f), backend=..., fullgraph=False) beside it eagerly "
+        "(the compiled_vs_eager oracle: is the Function safe under torch.compile?); none: do not (default "
+        "aot_eager: Dynamo and AOTAutograd, no C++ compile)",
+    )
 
 
 def command(args: argparse.Namespace) -> int:
@@ -53,13 +61,16 @@ def command(args: argparse.Namespace) -> int:
         raise UsageError("affuzz check: give a TARGET (pkg.module:FunctionName) or --torch-db, not both or neither")
     if args.torch_db and args.inputs:
         raise UsageError("affuzz check: --inputs is for a TARGET (torch's db brings its own samples)")
+    from dataclasses import replace
+
     import torch
 
     from ..check import output, targets
-    from ..check.engine import KINDS, Checker
+    from ..check.engine import CHECK_COMPILE, KINDS, Checker
 
     found = targets.torch_db() if args.torch_db else targets.resolve(args.target, args.inputs, seed=args.seed)
-    checker = Checker(timeout=args.timeout)
+    compiled = None if args.compile_backend == "none" else replace(CHECK_COMPILE, backend=args.compile_backend)
+    checker = Checker(timeout=args.timeout, compile=compiled)
     start = time.monotonic()
     reports = []
     for i, t in enumerate(found):

@@ -56,6 +56,17 @@ def share(text: str) -> float:
     return value
 
 
+def fraction(text: str) -> float:
+    """A fraction in [0, 1): 0 turns a thing off."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), got {text!r}")
+    return value
+
+
 def count(text: str) -> int:
     try:
         n = int(text)

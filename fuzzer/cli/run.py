@@ -10,10 +10,11 @@ import time
 from pathlib import Path
 
 from .. import __version__
+from ..gen.compiled import DEFAULT_SHARE
 from ..gen.coverage import STEER_BY
 from ..gen.swarm import SLICE
 from ..triage.shrink import DEFAULT_BUDGET
-from .common import EXIT_OK, UsageError, count, duration, positive_int, seed_int, share
+from .common import EXIT_OK, UsageError, count, duration, fraction, positive_int, seed_int, share
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -100,7 +101,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         dest="swarm",
         action="store_false",
         help="draw every case from the whole vocabulary of features and transforms, instead of swarm "
-        f"configurations (each slice of {SLICE} positions of a worker's stream enables a random half of them)",
+        f"configurations (each slice of {SLICE} positions of a worker's stream enables a random three quarters of them)",
     )
     run.add_argument(
         "--family-limit",
@@ -117,6 +118,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="F",
         help="shrink jobs take at most this fraction of the worker time while fuzzing (default 0.25; with "
         "--workers 0 each finding is shrunk right away)",
+    )
+    run.add_argument(
+        "--compile-share",
+        type=fraction,
+        default=DEFAULT_SHARE,
+        metavar="F",
+        help="cases that also run under torch.compile (the compiled_vs_eager oracle; each a Dynamo compile, 50-200 "
+        f"times a torch.func case) take at most this fraction of the case time (default {DEFAULT_SHARE}); 0 turns "
+        "the oracle off; with --steer-by cases, a fixed share of the positions instead",
     )
     run.add_argument(
         "--recycle-after",
@@ -189,6 +199,7 @@ def command(args: argparse.Namespace) -> int:
             max_rss_mb=float(args.max_rss),
             family_limit=args.family_limit,
             shrink_share=args.shrink_share,
+            compile_share=args.compile_share,
         )
     if config.ray:
         try:

@@ -25,8 +25,14 @@ Each applies only where the Function defines the rules it compares (a ``jvp``; a
 ``generate_vmap_rule`` is torch's rule, judged under *torch*). Finite differences agree within
 ``FD_TOLERANCE`` (below).
 
-*Torch* (kind ``torch``: torch disagrees with itself), on transform stacks: the fuzzer's four oracles
-(NOTE [oracles] in :mod:`fuzzer.ir.oracles`). A disagreement there is torch's only where it cannot come from
+*Torch* (kind ``torch``: torch disagrees with itself), on transform stacks: the fuzzer's oracles
+(NOTE [oracles] in :mod:`fuzzer.ir.oracles`), ``compiled_vs_eager`` among them unless ``--compile-backend
+none``: ``torch.compile(stack(f), backend=..., fullgraph=False)`` beside ``stack(f)``, which is the
+question "is my Function safe under torch.compile?" (both sides run the same rules, so no rule oracle
+has to check out first, but for the vmap staticmethod under a vmapping stack: a wrong batch the eager side
+takes, the compiler's fake tensors refuse; a graph break is no finding, as fullgraph is False). A rule
+that is deliberately not forward's derivative (a straight-through estimator, a scaled gradient) is what a
+compiler that drops it gets wrong, and what this oracle is for. A disagreement there is torch's only where it cannot come from
 the Function: both sides run the same rules at every order (the same path, NOTE [valid comparisons], and
 the Function under torch.func vmap as often), or every rule that differs between them was verified by the
 rule oracles: paths that differ need the first-order rules (backward, and with a forward level the jvp
@@ -41,11 +47,20 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir.case import Transform
-from ..ir.oracles import MAIN, ORACLES, REFERENCE_MODES, alternate
+from ..ir.oracles import COMPILED, MAIN, ORACLES, REFERENCE_MODES, alternate
 from ..ir.shapes import numel, transform_output_shape
 from ..ir.target import Arg, CheckCase, Target
 from . import render
-from .render import ERRORS_LINE, HELPER_ORDER, Expect, compose_stack, lib_sources, qualified, short_sources
+from .render import (
+    ERRORS_LINE,
+    HELPER_ORDER,
+    Expect,
+    compiled_stack,
+    compose_stack,
+    lib_sources,
+    qualified,
+    short_sources,
+)
 
 RULE_ORACLES = (
     "backward_vs_fd",
@@ -222,6 +237,11 @@ def _torch_sides(case: CheckCase, oracle: str) -> tuple[tuple[str, bool], tuple[
         grad_b = True
     elif oracle == "vmap_vs_loop":
         b, more = compose_stack(stack, s, t.n_inputs, "functorch_loop")
+        grad_b = grad_a
+    elif oracle == COMPILED:  # NOTE [compiled mode]: placed around the stack (check_render's NOTE [check oracles])
+        if case.compile is None or case.compile.placement != "around":
+            raise ValueError(f"{COMPILED} in affuzz check compiles around the stack")
+        b, more = compiled_stack(stack, s, t.n_inputs, case.compile)
         grad_b = grad_a
     else:
         alt = alternate(stack, oracle)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 import re
 
-from ..ir.case import INVERTIBLE_VIEWS, NON_TENSOR_OUTPUT, FunctionDef, View
+from ..ir.case import INPLACE_OPS, INVERTIBLE_VIEWS, NON_TENSOR_OUTPUT, FunctionDef, View
 from ..ir.dataflow import grad_flows, live_nodes, needed_values, value_provided_by_saved
 from ..ir.shapes import output_shapes
 from ..ir.validity import input_aliases, jvp_alias, jvp_not_view
@@ -41,9 +41,15 @@ def _shape_text(shape: tuple[int, ...]) -> str:
 # ------------------------------------------------------------------------------------ forward
 
 
-def _node_expr(fn: FunctionDef, k: int, val: dict[str, str] | None = None) -> str:
+def _node_expr(fn: FunctionDef, k: int, val: dict[str, str] | None = None, *, forward: bool = False) -> str:
+    """Node ``k``'s expression; ``forward`` (forward itself): in place where the node says so (NOTE [in-place
+    forward]); everything that recomputes a value (setup_context, jvp, backward) does it out of place."""
     node = fn.nodes[k]
     a = [val.get(x, x) if val else x for x in node.args]
+    if forward and node.inplace:
+        rest = {"pow": [str(node.exponent)], "scale": [f"s{node.scalar}"], "shift": [f"s{node.scalar}"]}
+        rest |= {"mul": [a[1]] if len(a) > 1 else [], "add": [a[1]] if len(a) > 1 else []}
+        return f"{a[0]}.{INPLACE_OPS[node.op]}({', '.join(rest.get(node.op, []))})"
     if node.op == "pow":
         return f"{a[0]} ** {node.exponent}"
     if node.op == "mul":
@@ -55,6 +61,21 @@ def _node_expr(fn: FunctionDef, k: int, val: dict[str, str] | None = None) -> st
     if node.op == "shift":
         return f"{a[0]} + s{node.scalar}"
     return f"torch.{node.op}({a[0]})"
+
+
+def grad_rule_expr(expr: str, rule: str) -> str:
+    """A computed output's gradient (or tangent) ``expr`` as the Function's ``grad_rule`` treats it (NOTE
+    [custom gradients] in fuzzer/ir/case.py)."""
+    simple = re.fullmatch(r"[\w.]+", expr) is not None
+    if rule == "scaled":
+        return f"{expr} * 0.5"
+    if rule == "reversed":
+        return f"-{expr}" if simple else f"-({expr})"
+    if rule == "blocked":
+        return f"{expr} * 0"
+    if rule == "clipped":
+        return f"{expr}.clamp(-1, 1)" if simple else f"({expr}).clamp(-1, 1)"
+    return expr
 
 
 def _view_expr(base: str, v: View, shift: int = 0) -> str:
@@ -78,8 +99,8 @@ def _output_exprs(fn: FunctionDef, shift: int = 0) -> list[str]:
     return [_view_expr(o.ref, o.view, shift) if o.kind == "view" and o.view else o.ref for o in fn.outputs]
 
 
-def _node_lines(fn: FunctionDef, nodes: set[int], indent: str) -> list[str]:
-    return [f"{indent}t{k} = {_node_expr(fn, k)}" for k in sorted(nodes)]
+def _node_lines(fn: FunctionDef, nodes: set[int], indent: str, *, forward: bool = False) -> list[str]:
+    return [f"{indent}t{k} = {_node_expr(fn, k, forward=forward)}" for k in sorted(nodes)]
 
 
 def _deps(fn: FunctionDef, roots: list[str]) -> set[int]:
@@ -136,7 +157,7 @@ def _forward(fn: FunctionDef) -> list[str]:
     extra = [str(NON_TENSOR_OUTPUT)] if fn.non_tensor_output else []
     if fn.style == "legacy":
         lines = ["    @staticmethod", f"    def forward(ctx, {args}):"]
-        lines += _node_lines(fn, live_nodes(fn), "        ")
+        lines += _node_lines(fn, live_nodes(fn), "        ", forward=True)
         name_of: dict[str, str] = {}
         needed = {r for r in fn.saved if r.startswith("o")} | {f"o{j}" for j in fn.non_differentiable}
         for j in range(len(fn.outputs)):
@@ -155,8 +176,11 @@ def _forward(fn: FunctionDef) -> list[str]:
     # a node that only one node output reads is computed in the return statement itself
     reads = [a for k in computed for a in fn.nodes[k].args] + [o.ref for o in fn.outputs]
     inline = {k for k in computed if reads.count(f"t{k}") == 1 and f"t{k}" in exprs}
-    exprs = [_node_expr(fn, int(e[1:])) if re.fullmatch(r"t\d+", e) and int(e[1:]) in inline else e for e in exprs]
-    lines += _node_lines(fn, computed - inline, "        ")
+    exprs = [
+        _node_expr(fn, int(e[1:]), forward=True) if re.fullmatch(r"t\d+", e) and int(e[1:]) in inline else e
+        for e in exprs
+    ]
+    lines += _node_lines(fn, computed - inline, "        ", forward=True)
     lines += [f"        x{i}.mul_(2)" for i in fn.dirty]
     lines.append(f"        return {_returns(exprs + extra)}")
     lines += ["", "    @staticmethod", "    def setup_context(ctx, inputs, output):"]
@@ -233,15 +257,25 @@ def _jvp_rule(fn: FunctionDef) -> list[str]:
         elif node.op == "shift":  # a new tensor, not the input's tangent itself: the jvp must match
             e = node_tan(a[0])  # forward's view behaviour (extending.html, forward mode AD)
             e = f"{e}.clone()" if re.fullmatch(r"tx\d+", e) and not jvp_alias(fn) else e
+        elif node.op == "round":  # NOTE [custom gradients]: straight through, a new tensor as for shift
+            e = node_tan(a[0])
+            e = f"{e}.clone()" if re.fullmatch(r"tx\d+", e) else e
         else:
             e = f"{node_tan(a[0])} * t{k}"
         lines.append(f"        dt{k} = {e}")
+    # NOTE [custom gradients]: a computed output's tangent as the rule treats it, once per node (a view
+    # output of the node is a view of that tangent)
+    out_tan: dict[str, str] = {}
+    if fn.grad_rule != "exact":
+        for r in dict.fromkeys(o.ref for o in fn.outputs if o.ref.startswith("t")):
+            out_tan[r] = f"o{tan(r)}"
+            lines.append(f"        {out_tan[r]} = {grad_rule_expr(tan(r), fn.grad_rule)}")
     # Forward AD requires the tangent of an output that is a view (or an input as-is) to be a view too.
     dirty = {f"x{i}" for i in fn.dirty}
     outs = [
-        tan(o.ref)
+        out_tan.get(o.ref, tan(o.ref))
         if o.kind == "node" or (o.kind == "input" and o.ref in dirty)
-        else _view_expr(tan(o.ref), o.view or View("view_as"))
+        else _view_expr(out_tan.get(o.ref, tan(o.ref)), o.view or View("view_as"))
         for o in fn.outputs
     ]
     if jvp_not_view(fn):  # NOTE [promises]: the documented-illegal variant, the same values but no view
@@ -381,6 +415,8 @@ def _backward(fn: FunctionDef, base: tuple[int, ...], dtype: str) -> list[str]:
             g = f"{g} * 2"  # forward returned 2 * x, in place
         if o.kind == "view" and o.view is not None:
             g = _unview_grad(g, o.view, base)
+        if o.ref.startswith("t"):  # NOTE [custom gradients]: a computed output's gradient, as the rule says
+            g = grad_rule_expr(g, fn.grad_rule)
         terms.setdefault(o.ref, []).append(g)
     live, _ = grad_flows(fn)
     for k in range(len(fn.nodes) - 1, -1, -1):
@@ -410,7 +446,7 @@ def _backward(fn: FunctionDef, base: tuple[int, ...], dtype: str) -> list[str]:
             contrib = [(a[0], f"{g} * torch.cos({V(a[0])})")]
         elif node.op == "scale":
             contrib = [(a[0], f"{g} * s{node.scalar}")]
-        elif node.op == "shift":
+        elif node.op in ("shift", "round"):  # round: straight through (NOTE [custom gradients])
             contrib = [(a[0], g)]
         else:  # exp
             contrib = [(a[0], f"{g} * {V(name)}")]

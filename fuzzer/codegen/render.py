@@ -17,9 +17,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..ir.case import Case, Transform
+from ..ir.case import Case, Compile, Transform
 from ..ir.features import derivatives_exact
-from ..ir.oracles import MAIN, REFERENCE_MODES, reference_case
+from ..ir.oracles import COMPILED, MAIN, REFERENCE_MODES, reference_case
 from ..ir.shapes import in_dims_of, input_shapes, level_input_shapes, level_output_shapes, needs_sum, output_shapes
 from .function import CLASS_NAME, render_function, render_plain_forward
 
@@ -105,7 +105,8 @@ def _f(case: Case, *, compact: bool = False, plain: bool = False) -> list[str]:
     os_ = [f"o{j}" if j in case.f.uses or j in case.f.inplace else "_" for j in range(len(fn.outputs))]
     os_ += ["n"] if fn.non_tensor_output else []
     lhs = os_[0] if len(os_) == 1 else ", ".join(os_)
-    tensors = [f"x{i}.clone()" if i in fn.dirty else f"x{i}" for i in range(fn.n_inputs)]
+    passed = case.f.apply_args or tuple(range(fn.n_inputs))  # NOTE [aliased inputs]
+    tensors = [f"x{i}.clone()" if i in fn.dirty else f"x{i}" for i in passed]
     apply_args = ", ".join(tensors + [repr(float(v)) for v in fn.scalars])
     inplace = [f"o{j}.mul_(2)" for j in case.f.inplace]
     if inplace and case.f.inplace_no_grad:
@@ -119,7 +120,7 @@ def _f(case: Case, *, compact: bool = False, plain: bool = False) -> list[str]:
         ret = f"({ret}) * n" if " " in ret else f"{ret} * n"
     n_out = len(fn.outputs)
     if compact and not inplace and not fn.non_tensor_output and case.f.uses == (0,) and n_out == 1:
-        if case.f.combine != "sum" and not fn.dirty and not fn.scalars:
+        if case.f.combine != "sum" and not fn.dirty and not fn.scalars and not case.f.apply_args:
             return [f"f = {CLASS_NAME}.apply"]
     if not inplace and not fn.non_tensor_output and len(used) == 1:
         call = f"{CLASS_NAME}.apply({apply_args})" + (f"[{case.f.uses[0]}]" if n_out > 1 else "")
@@ -347,7 +348,45 @@ def _reference_side(case: Case, oracle: str) -> tuple[str, set[str]]:
         return compose(case, "create_graph")
     if oracle == "vmap_vs_loop":
         return compose(case, "functorch_loop")
+    if oracle == COMPILED:
+        return compiled_side(case)
     return compose(reference_case(case, oracle), "functorch")
+
+
+def compile_call(expr: str, c: Compile) -> str:
+    """``torch.compile`` of ``expr`` as the case's ``compile`` asks (NOTE [compiled mode]); the backend in
+    single quotes, so the expression can stand inside a double-quoted f-string of a repro."""
+    return f"torch.compile({expr}, backend='{c.backend}', fullgraph={c.fullgraph})"
+
+
+def eager_mode(case: Case) -> str:
+    """The mode of ``compiled_vs_eager``'s side A: 'create_graph' where torch.compile goes around ``f``
+    under plain autograd (placement ``plain``), else 'functorch' (NOTE [compiled mode])."""
+    return "create_graph" if case.compile is not None and case.compile.placement == "plain" else "functorch"
+
+
+def compiled_side(case: Case) -> tuple[str, set[str]]:
+    """The compiled side of ``compiled_vs_eager``: the eager side's expression with torch.compile placed
+    as ``case.compile`` says (NOTE [compiled mode]); an outer plain autograd level stays outside a
+    compile placed ``around`` the torch.func stack."""
+    c = case.compile
+    if c is None:
+        raise ValueError(f"{COMPILED} needs a case with a compile")
+    return compiled_stack(case.transforms, needs_sum(case), case.function.n_inputs, c)
+
+
+def compiled_stack(stack: tuple[Transform, ...], sums: list[bool], n: int, c: Compile) -> tuple[str, set[str]]:
+    """:func:`compiled_side` of a bare stack over ``f``, a function of ``n`` inputs."""
+    if c.placement in ("plain", "inside"):
+        mode = "create_graph" if c.placement == "plain" else "functorch"
+        return compose_stack(stack, sums, n, mode, inner=compile_call("f", c))
+    outer = 1 if stack[0].name == "autograd_grad" else 0
+    inner, names = compose_stack(stack[outer:], sums[outer:], n, "functorch")
+    compiled = compile_call(inner, c)
+    if not outer:
+        return compiled, names
+    expr, more = compose_stack(stack[:outer], sums[:outer], n, "functorch", inner=compiled)
+    return expr, names | more
 
 
 def render(
@@ -389,11 +428,17 @@ def render(
         raise ValueError("also= is for the full style only")
     if expect is not None and style == "full":
         raise ValueError("expect= is for the published styles only")
+    if oracle == COMPILED and also:
+        raise ValueError(f"{COMPILED} comes last in also=, never first (its side A may not be the shared one)")
     full = style == "full"
     fn = case.function
     base = tuple(case.inputs.shape)
     output_shapes(fn, base)  # raises CaseError early on ill-formed views
     fc_expr, fc_names = compose(case, "functorch")
+    # NOTE [compiled mode]: the compiled oracle's side A is the eager side it compiles
+    a_mode = eager_mode(case) if oracle == COMPILED else "functorch"
+    if a_mode != "functorch":
+        fc_expr, fc_names = compose(case, a_mode)
     reference_mode = REFERENCE_MODES[oracle]
     cg_expr, cg_names = _reference_side(case, oracle)
     if (
@@ -429,7 +474,9 @@ def render(
             lib = {**lib, **short_sources("_1")}
         elif all(t.name == "vmap" or t.argnums == 0 for t in case.transforms):
             lib = {**lib, **short_sources("_0")}
-    fc_grad = any(t.name == "autograd_grad" for t in case.transforms)
+    functorch_grad = any(t.name == "autograd_grad" for t in case.transforms)
+    fc_grad = functorch_grad or a_mode == "create_graph"  # side A's inputs require grad
+    a_label = "functorch" if a_mode == "functorch" else a_mode
     out: list[str] = [f"# {h}" if h else "#" for h in header]
     if full:
         out += ["import re", "import sys", "import time", "", "import torch"]
@@ -477,44 +524,58 @@ def render(
             out += ["", "", lib[name]]
         grad_b = grad_b_main
         sides = [
-            f"functorch = outcome({fc_expr}, {fc_grad})",
+            f"{a_label} = outcome({fc_expr}, {fc_grad})",
             f"{reference_mode} = outcome({cg_expr}, {grad_b})",
-            f"v = verdict(functorch, {reference_mode})",
+            f"v = verdict({a_label}, {reference_mode})",
         ]
         if style == "repro":
             out += ["", "", *sides]
             out.append(
-                f'print(f"============= functorch\\n{{functorch!r}}\\n============= {reference_mode}\\n{{{reference_mode}!r}}\\nverdict: {{v}}")'
+                f'print(f"============= {a_label}\\n{{{a_label}!r}}\\n============= {reference_mode}\\n{{{reference_mode}!r}}\\nverdict: {{v}}")'
             )
             out += [
                 'raise SystemExit(v != "consistent")  # exit status 1 while the two sides disagree, 0 once they agree',
                 "",
             ]
         else:
-            out += ["", "", f"def test_functorch_agrees_with_{reference_mode}():", *[f"    {line}" for line in sides]]
+            out += ["", "", f"def test_{a_label}_agrees_with_{reference_mode}():", *[f"    {line}" for line in sides]]
             out += [
-                f'    assert v == "consistent", f"{{v}}: functorch gave {{functorch!r}}, {reference_mode} gave {{{reference_mode}!r}}"',
+                f'    assert v == "consistent", f"{{v}}: {a_label} gave {{{a_label}!r}}, {reference_mode} gave {{{reference_mode}!r}}"',
                 "",
             ]
         return "\n".join(out)
-    out += ["", "", f"FUNCTORCH_REQUIRES_GRAD = {fc_grad}"]
-    out += ["", "", f"def functorch_mode({xs}):", f"    return {fc_expr}({xs})"]
+    out += ["", "", f"FUNCTORCH_REQUIRES_GRAD = {functorch_grad}"]
+    out += ["", "", f"def {a_label}_mode({xs}):", f"    return {fc_expr}({xs})"]
     out += ["", "", f"def {reference_mode}_mode({xs}):", f"    return {cg_expr}({xs})"]
-    grad_b_text = "True" if oracle == MAIN else "FUNCTORCH_REQUIRES_GRAD"
+    a_grad_text = "True" if a_mode == "create_graph" else "FUNCTORCH_REQUIRES_GRAD"
+    # side B's inputs require grad as side A's do; the create_graph side's always
+    grad_b_text = "True" if oracle == MAIN else a_grad_text
+    defined = {a_label, reference_mode}
     for o, expr, _ in extra:  # NOTE [one exec per case]
         out += ["", "", f"def {REFERENCE_MODES[o]}_mode({xs}):", f"    return {qualified(expr)}({xs})"]
+        defined.add(REFERENCE_MODES[o])
+    # NOTE [compiled mode]: an oracle whose side A is not the shared one (the compiled oracle's eager
+    # side is the create_graph side where torch.compile goes around f under plain autograd)
+    own_a = [o for o, _, _ in extra if o == COMPILED and eager_mode(case) == "create_graph"]
+    if own_a and "create_graph" not in defined:
+        cg_only, _ = compose(case, "create_graph")
+        out += ["", "", f"def create_graph_mode({xs}):", f"    return {qualified(cg_only)}({xs})"]
     if extra:
         out += ["", "", "ORACLE_SIDES = {"]
         out += [f'    "{oracle}": ("{reference_mode}", {reference_mode}_mode, {grad_b_text}),']
         for o, _, _ in extra:
-            grad = "True" if o == MAIN else "FUNCTORCH_REQUIRES_GRAD"
+            grad = "True" if o == MAIN or o in own_a else "FUNCTORCH_REQUIRES_GRAD"
             out += [f'    "{o}": ("{REFERENCE_MODES[o]}", {REFERENCE_MODES[o]}_mode, {grad}),']
+        out += ["}"]
+    if own_a:
+        out += ["ORACLE_A = {  # oracle -> its own side A, where it is not SIDES[0]"]
+        out += [f'    "{o}": ("create_graph", create_graph_mode, True),' for o in own_a]
         out += ["}"]
     out += [
         "",
         "",
         "SIDES = (",
-        '    ("functorch", functorch_mode, FUNCTORCH_REQUIRES_GRAD),',
+        f'    ("{a_label}", {a_label}_mode, {a_grad_text}),',
         f'    ("{reference_mode}", {reference_mode}_mode, {grad_b_text}),',
         ")",
         "SECONDS = {}  # mode name -> seconds its last run took",

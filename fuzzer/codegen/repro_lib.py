@@ -382,11 +382,12 @@ def too_slow(mode_a, mode_b):
     return slow > SLOW_SECONDS and slow > SLOW_RATIO * fast  # noqa: F821
 
 
-def check(side_b=None, a_known=()):
+def check(side_b=None, a_known=(), side_a=None):
     """Run both sides and compare them: (verdict, side A's result, side B's result). ``side_b`` replaces
     ``SIDES[1]`` (another oracle's side B of the same case, from ORACLE_SIDES); ``a_known`` is ``(a,)``
-    once side A ran: it is the same computation under every oracle of a case."""
-    (_, mode_a, grad_a), (_, mode_b, grad_b) = SIDES[0], side_b or SIDES[1]  # noqa: F821
+    once side A ran: it is the same computation under every oracle of a case; ``side_a`` replaces
+    ``SIDES[0]`` for an oracle whose side A is its own (ORACLE_A)."""
+    (_, mode_a, grad_a), (_, mode_b, grad_b) = side_a or SIDES[0], side_b or SIDES[1]  # noqa: F821
     if not a_known and not finite_forward():
         return "nonfinite", None, None
     a = a_known[0] if a_known else run(mode_a, grad_a)

@@ -19,7 +19,7 @@ from ..ir.files import atomic_write_text
 from ..judge.execute import Outcome
 from ..publish.findings import Finding
 from ..publish.verify import stage, verify_and_publish
-from ..triage.signature import Signature
+from ..triage.signature import Signature, compile_key
 from .corpus import Entry, version_tuple
 from .replay import ReplayResult
 
@@ -38,6 +38,7 @@ def entry_finding(entry: Entry, result: ReplayResult) -> Finding | None:
         tuple(meta.get("transforms") or ()),
         tuple(meta.get("essential_features") or ()),
         result.fingerprint,
+        compile_key(entry.case, entry.oracle),
     )
     recorded = str(meta.get("signature") or "")
     if recorded != sig.text and recorded.split("|")[1:2] != [entry.oracle]:

@@ -29,15 +29,43 @@ from typing import Any
 
 from .errors import AffuzzError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: Versions :func:`case_from_json` reads. Version 1 lacks the fields version 2 added, all of which have
 #: defaults that mean "not used", so a v1 case loads unchanged. Version 3 adds ``jvp_alias``: a case of
 #: version <= 2 whose jvp rule returns an input's tangent for a shift node was rendered that way, so it
-#: loads with ``jvp_alias`` set (its repro and verdicts unchanged).
-READABLE_SCHEMA_VERSIONS = (1, 2, 3)
+#: loads with ``jvp_alias`` set (its repro and verdicts unchanged). Version 4 adds the optional
+#: ``compile`` (NOTE [compiled mode]); a case without it is written as before.
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)
 
 #: Elementwise forward ops: name -> arity.
-OPS: dict[str, int] = {"pow": 1, "mul": 2, "add": 2, "sin": 1, "exp": 1, "scale": 1, "shift": 1}
+OPS: dict[str, int] = {"pow": 1, "mul": 2, "add": 2, "sin": 1, "exp": 1, "scale": 1, "shift": 1, "round": 1}
+#: NOTE [custom gradients]: ``round`` is a straight-through estimator: forward rounds, the Function's rules
+#: pass the gradient (and the tangent) through unchanged, as users write quantization.
+STRAIGHT_THROUGH_OPS = ("round",)
+# NOTE [custom gradients]
+# Users write Functions whose backward is deliberately *not* the derivative of forward: a
+# straight-through estimator (round forward, identity backward: the op ``round``), a scaled, reversed or
+# blocked gradient (domain adaptation, gradient scaling, detach-like stops) or a clipped one. The
+# Function's ``grad_rule`` applies to the gradient of each computed output (a node output, or a view of
+# one) before backward carries it on: ``scaled`` multiplies it by 0.5, ``reversed`` by -1, ``blocked`` by 0,
+# ``clipped`` clamps it to [-1, 1]. The jvp rule declares the same (the output's tangent scaled, negated,
+# zeroed, clamped), so backward and jvp agree, except that clamping is not linear: a clipped rule's
+# backward and jvp define different first derivatives (validity: nonlinear_gradient_rule). Rules that
+# differ from forward's derivative are what a compiler that drops a Function's rules (and differentiates
+# its forward instead) gets wrong, so the compiled oracle draws them often (NOTE [compiled mode]).
+GRAD_RULES = ("exact", "scaled", "reversed", "blocked", "clipped")
+# NOTE [in-place forward]
+# The docs let forward modify in place what is its own: an intermediate (only a modified *input* needs
+# ``mark_dirty``). A node with ``inplace`` is computed in place on its first argument (``t1 =
+# t0.mul_(x1)``), which must be an intermediate that nothing else reads, returns or saves: the values are
+# those of the out-of-place op, and backward, jvp and setup_context recompute out of place. What a
+# compiler's functionalization must get right (the tracker has silent-correctness reports of it).
+INPLACE_OPS = {"pow": "pow_", "mul": "mul_", "add": "add_", "sin": "sin_", "exp": "exp_", "scale": "mul_"}
+INPLACE_OPS |= {"shift": "add_", "round": "round_"}
+# NOTE [aliased inputs]
+# ``f`` may pass one of its inputs to two tensor arguments of ``apply`` (``Fn.apply(x0, x0)``): the same
+# tensor twice, whose gradient autograd sums over both arguments (FDef.apply_args). The input whose place
+# it takes is then unused by ``f`` (its derivative is zero everywhere).
 #: Ops that read a non-tensor (Python float) input of the Function: ``a * s`` and ``a + s``.
 SCALAR_OPS = ("scale", "shift")
 MAX_SCALARS = 2
@@ -71,6 +99,20 @@ COMBINES = ("add", "sum")
 OUTPUT_KINDS = ("node", "input", "view")
 #: The Python int a Function with ``non_tensor_output`` returns last; ``f`` scales its result by it.
 NON_TENSOR_OUTPUT = 2
+# NOTE [compiled mode]
+# A case may also run under torch.compile (``Case.compile``): the oracle ``compiled_vs_eager`` compares
+# a side run eagerly with the same computation compiled, which runs the same rules of the same Function,
+# so the comparison is valid for every Function (NOTE [valid comparisons] in fuzzer/ir/validity.py).
+# Where torch.compile goes (``placement``): ``plain``, around ``f`` under the plain-autograd twins (the
+# eager side is then the create_graph side: how most users train); ``inside``, around ``f`` inside the
+# torch.func stack (``torch.func.grad(torch.compile(f))``); ``around``, around the torch.func stack
+# (``torch.compile(torch.func.grad(f))``; an outer plain autograd level stays outside). Each vocabulary
+# is ordered simplest first, the order the shrinker walks: ``eager`` is Dynamo alone, ``aot_eager`` adds
+# AOTAutograd, ``inductor`` the compiler: the smallest backend that shows a bug is the triage a
+# maintainer does first. ``fullgraph=True`` (one graph, no graph-break machinery) is the simpler one.
+COMPILE_BACKENDS = ("eager", "aot_eager", "inductor")
+COMPILE_PLACEMENTS = ("plain", "inside", "around")
+
 MAX_INPUTS = 3
 MAX_OUTPUTS = 3
 MAX_NODES = 8
@@ -97,6 +139,8 @@ class Node:
     args: tuple[str, ...]
     exponent: int = 2  # only meaningful for ``pow``
     scalar: int = 0  # scale/shift: index into FunctionDef.scalars
+    # NOTE [in-place forward]: computed in place on its first argument, an intermediate nothing else reads
+    inplace: bool = False
 
 
 @dataclass(frozen=True)
@@ -148,6 +192,7 @@ class FunctionDef:
     # (validity.jvp_alias); without it that tangent is a clone. Cases of schema <= 2 were rendered that
     # way, so loading one sets it where it applies (serde)
     jvp_alias: bool = False
+    grad_rule: str = "exact"  # NOTE [custom gradients]: how backward and jvp treat a computed output's gradient
 
 
 @dataclass(frozen=True)
@@ -163,6 +208,9 @@ class FDef:
     combine: str = "add"
     inplace: tuple[int, ...] = ()
     inplace_no_grad: bool = False
+    # NOTE [aliased inputs]: the input of ``f`` passed as each tensor argument of ``apply`` (() : x<i> as
+    # argument i); one input passed twice is the same tensor in two arguments
+    apply_args: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -185,12 +233,22 @@ class Transform:
 
 
 @dataclass(frozen=True)
+class Compile:
+    """How the compiled side of ``compiled_vs_eager`` calls torch.compile (NOTE [compiled mode])."""
+
+    backend: str = "eager"
+    fullgraph: bool = True
+    placement: str = "around"
+
+
+@dataclass(frozen=True)
 class Case:
     function: FunctionDef
     f: FDef
     inputs: Inputs
     transforms: tuple[Transform, ...]  # outermost first
     meta: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    compile: Compile | None = None  # NOTE [compiled mode]: None, the case does not run compiled
 
 
 # ------------------------------------------------------------------------------------ helpers

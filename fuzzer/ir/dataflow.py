@@ -128,6 +128,21 @@ def live_nodes(fn: FunctionDef) -> set[int]:
     return seen
 
 
+def forward_nodes(fn: FunctionDef) -> set[int]:
+    """Node indices forward itself computes: those the outputs need (a legacy forward also computes what it
+    saves; setup_context recomputes saved intermediates on its own)."""
+    if fn.style == "legacy":
+        return live_nodes(fn)
+    seen: set[int] = set()
+    stack = [o.ref for o in fn.outputs if o.ref.startswith("t")]
+    while stack:
+        k = int(stack.pop()[1:])
+        if k not in seen:
+            seen.add(k)
+            stack.extend(a for a in fn.nodes[k].args if a.startswith("t"))
+    return seen
+
+
 def prune(fn: FunctionDef) -> FunctionDef:
     """Drop nodes nothing reads and renumber the rest (``t`` refs everywhere are rewritten)."""
     keep = sorted(live_nodes(fn))

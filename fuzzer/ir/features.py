@@ -7,8 +7,8 @@ returns only tags that apply to a case. Torch-free.
 
 from __future__ import annotations
 
-from .case import Case
-from .dataflow import grad_flows
+from .case import STRAIGHT_THROUGH_OPS, Case
+from .dataflow import forward_nodes, grad_flows
 from .validity import backward_second_order_issues, jvp_alias, jvp_not_view, sides
 
 #: Every tag affuzz knows, in report order. :data:`RESERVED` ones name vocabulary the case IR cannot
@@ -38,6 +38,10 @@ ALL_FEATURES = (
     "inplace_on_output",
     "jvp_not_view",
     "jvp_alias",
+    "custom_gradient",
+    "straight_through",
+    "inplace_in_forward",
+    "aliased_inputs",
 )
 
 
@@ -82,6 +86,12 @@ def features(case: Case) -> tuple[str, ...]:
         "mark_dirty": bool(fn.dirty),
         "jvp_not_view": jvp_not_view(fn),
         "jvp_alias": jvp_alias(fn),
+        # NOTE [custom gradients]: a rule only where a computed output exists for it to act on
+        "custom_gradient": fn.grad_rule != "exact" and any(o.ref.startswith("t") for o in fn.outputs),
+        "straight_through": any(n.op in STRAIGHT_THROUGH_OPS for n in fn.nodes),
+        "inplace_in_forward": any(fn.nodes[k].inplace for k in forward_nodes(fn)),  # NOTE [in-place forward]
+        # NOTE [aliased inputs]: one tensor in two arguments of apply
+        "aliased_inputs": len(set(case.f.apply_args)) < len(case.f.apply_args),
     }
     tags.update(t for t, on in flags.items() if on)
     if case.f.inplace:
@@ -134,4 +144,7 @@ def derivatives_exact(case: Case) -> bool:
         and not fn.once_differentiable
         and not fn.non_differentiable
         and not (case.f.inplace and case.f.inplace_no_grad)  # values change where gradients do not
+        # NOTE [custom gradients]: rules that are not forward's derivative on purpose
+        and fn.grad_rule == "exact"
+        and not any(n.op in STRAIGHT_THROUGH_OPS for n in fn.nodes)
     )

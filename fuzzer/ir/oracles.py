@@ -16,8 +16,14 @@ compute the same mathematics another way:
                                 over a reverse level (grad, jacrev, vjp) becomes jacfwd, and hessian
                                 (jacfwd over jacrev) becomes jacrev over jacrev
 
-The first runs on every case; the metamorphic ones on every case they apply to. Verdict names stay
-the same for all oracles: "functorch" is side A, "reference" is side B.
+    compiled_vs_eager           the same computation under torch.compile (NOTE [compiled mode] in
+                                fuzzer/ir/case.py); its side A is the eager side it compiles: the
+                                case's stack under torch.func, or, where torch.compile goes around f
+                                under plain autograd (placement ``plain``), the create_graph side
+
+The first runs on every case; the metamorphic ones on every case they apply to; the compiled one on the
+cases that carry a ``compile`` (the campaign gives them their own share of the time). Verdict names
+stay the same for all oracles: "functorch" is side A, "reference" is side B.
 """
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ from dataclasses import replace
 from .case import FORWARD_MODE_TRANSFORMS, Case, Transform
 
 MAIN = "functorch_vs_create_graph"
-ORACLES = (MAIN, "jacrev_vs_jacfwd", "vmap_vs_loop", "forward_over_reverse")
+COMPILED = "compiled_vs_eager"
+ORACLES = (MAIN, "jacrev_vs_jacfwd", "vmap_vs_loop", "forward_over_reverse", COMPILED)
 #: What side B (the oracle's reference) runs, for each oracle: the name of its mode in a script and of
 #: its result in a repro's output (side A is always "functorch"). Outcomes, verdicts and finding.json
 #: call the two sides "functorch" and "reference" under every oracle.
@@ -36,6 +43,7 @@ REFERENCE_MODES = {
     "jacrev_vs_jacfwd": "jacrev_jacfwd_swapped",
     "vmap_vs_loop": "vmap_as_loop",
     "forward_over_reverse": "other_order",
+    COMPILED: "compiled",
 }
 _REVERSE = ("grad", "jacrev", "vjp", "hessian")
 _SWAP = {"jacrev": "jacfwd", "jacfwd": "jacrev"}
@@ -81,12 +89,14 @@ def alternate(stack: tuple[Transform, ...], oracle: str) -> tuple[Transform, ...
 
 
 def applicable(case: Case) -> tuple[str, ...]:
-    """The oracles that apply to ``case``, main first."""
-    return applicable_to(case.transforms)
+    """The oracles that apply to ``case``, main first (the compiled one last, where the case has a
+    ``compile``)."""
+    return applicable_to(case.transforms) + ((COMPILED,) if case.compile is not None else ())
 
 
 def applicable_to(stack: tuple[Transform, ...]) -> tuple[str, ...]:
-    """The oracles that apply to a stack (whatever Function it is applied to), main first."""
+    """The oracles that apply to a stack (whatever Function it is applied to), main first; not the
+    compiled one, which a case asks for (:func:`applicable`)."""
     res = [MAIN]
     if alternate(stack, "jacrev_vs_jacfwd") is not None:
         res.append("jacrev_vs_jacfwd")
@@ -98,5 +108,7 @@ def applicable_to(stack: tuple[Transform, ...]) -> tuple[str, ...]:
 
 
 def reference_case(case: Case, oracle: str) -> Case:
+    if oracle == COMPILED:
+        return case
     alt = alternate_stack(case, oracle)
     return case if alt is None else replace(case, transforms=alt)

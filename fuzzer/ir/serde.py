@@ -13,6 +13,7 @@ from .case import (
     SCHEMA_VERSION,
     Case,
     CaseError,
+    Compile,
     FDef,
     FunctionDef,
     Inputs,
@@ -52,6 +53,7 @@ def case_to_json(case: Case) -> dict[str, Any]:
                     "args": list(n.args),
                     **({"exponent": n.exponent} if n.op == "pow" else {}),
                     **({"scalar": n.scalar} if n.op in SCALAR_OPS else {}),
+                    **({"inplace": True} if n.inplace else {}),
                 }
                 for n in fn.nodes
             ],
@@ -79,12 +81,14 @@ def case_to_json(case: Case) -> dict[str, Any]:
             "dirty": list(fn.dirty),
             **({"jvp_not_view": True} if fn.jvp_not_view else {}),  # written only when set: older readers
             **({"jvp_alias": True} if fn.jvp_alias else {}),
+            **({"grad_rule": fn.grad_rule} if fn.grad_rule != "exact" else {}),
         },
         "f": {
             "uses": list(case.f.uses),
             "combine": case.f.combine,
             "inplace": list(case.f.inplace),
             "inplace_no_grad": case.f.inplace_no_grad,
+            **({"apply_args": list(case.f.apply_args)} if case.f.apply_args else {}),
         },
         "inputs": {
             "shape": list(case.inputs.shape),
@@ -103,6 +107,9 @@ def case_to_json(case: Case) -> dict[str, Any]:
             for t in case.transforms
         ],
     }
+    if case.compile is not None:  # NOTE [compiled mode]: written only when set
+        c = case.compile
+        out["compile"] = {"backend": c.backend, "fullgraph": c.fullgraph, "placement": c.placement}
     if case.meta:
         out["meta"] = dict(case.meta)
     return out
@@ -152,7 +159,7 @@ def case_from_json(data: Any) -> Case:
         data,
         "case",
         ("schema_version", "function", "f", "inputs", "transforms"),
-        ("meta",),
+        ("meta", "compile"),
     )
     version = d["schema_version"]
     require(
@@ -161,6 +168,7 @@ def case_from_json(data: Any) -> Case:
         f"unsupported version {version!r} (this affuzz reads {', '.join(map(str, READABLE_SCHEMA_VERSIONS))})",
     )
     v2 = version >= 2
+    v4 = version >= 4
     v2_function = (
         "jvp_rule",
         "once_differentiable",
@@ -173,6 +181,7 @@ def case_from_json(data: Any) -> Case:
         "dirty",
         "jvp_not_view",
         *(("jvp_alias",) if version >= 3 else ()),
+        *(("grad_rule",) if version >= 4 else ()),
     )
     fd = _obj(
         d["function"],
@@ -183,13 +192,14 @@ def case_from_json(data: Any) -> Case:
     nodes = []
     for k, nd in enumerate(_list(fd["nodes"], "function.nodes")):
         w = f"function.nodes[{k}]"
-        nd = _obj(nd, w, ("op", "args"), ("exponent", *(("scalar",) if v2 else ())))
+        nd = _obj(nd, w, ("op", "args"), ("exponent", *(("scalar",) if v2 else ()), *(("inplace",) if v4 else ())))
         nodes.append(
             Node(
                 op=nd["op"],
                 args=tuple(_list(nd["args"], f"{w}.args")),
                 exponent=_int(nd.get("exponent", 2), f"{w}.exponent"),
                 scalar=_int(nd.get("scalar", 0), f"{w}.scalar"),
+                inplace=nd.get("inplace", False),
             )
         )
     outputs = []
@@ -240,10 +250,16 @@ def case_from_json(data: Any) -> Case:
         dirty=tuple(_int(i, "function.dirty") for i in _list(fd.get("dirty", []), "function.dirty")),
         jvp_not_view=fd.get("jvp_not_view", False),
         jvp_alias=fd.get("jvp_alias", False),
+        grad_rule=fd.get("grad_rule", "exact"),
     )
     if version <= 2 and fn.jvp_rule and shifts_an_input(fn):
         fn = replace(fn, jvp_alias=True)  # rendered so before version 3 (READABLE_SCHEMA_VERSIONS)
-    f = _obj(d["f"], "f", ("uses",), ("combine", *(("inplace", "inplace_no_grad") if v2 else ())))
+    f = _obj(
+        d["f"],
+        "f",
+        ("uses",),
+        ("combine", *(("inplace", "inplace_no_grad") if v2 else ()), *(("apply_args",) if v4 else ())),
+    )
     idata = _obj(d["inputs"], "inputs", ("shape", "values"), ("dtype",))
     inputs = Inputs(
         shape=tuple(_int(s, "inputs.shape") for s in _list(idata["shape"], "inputs.shape")),
@@ -270,6 +286,11 @@ def case_from_json(data: Any) -> Case:
         )
     meta = d.get("meta", {})
     require(isinstance(meta, dict), "meta", "expected an object")
+    compiled = None
+    if "compile" in d:  # NOTE [compiled mode]
+        require(version >= 4, "compile", f"needs schema_version 4 or later (this case says {version})")
+        cd = _obj(d["compile"], "compile", ("backend", "fullgraph", "placement"))
+        compiled = Compile(backend=cd["backend"], fullgraph=cd["fullgraph"], placement=cd["placement"])
     case = Case(
         function=fn,
         f=FDef(
@@ -277,10 +298,12 @@ def case_from_json(data: Any) -> Case:
             combine=f.get("combine", "add"),
             inplace=tuple(_int(j, "f.inplace") for j in _list(f.get("inplace", []), "f.inplace")),
             inplace_no_grad=f.get("inplace_no_grad", False),
+            apply_args=tuple(_int(i, "f.apply_args") for i in _list(f.get("apply_args", []), "f.apply_args")),
         ),
         inputs=inputs,
         transforms=tuple(transforms),
         meta=meta,
+        compile=compiled,
     )
     return validate(case)
 

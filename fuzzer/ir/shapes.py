@@ -190,6 +190,8 @@ def forward_bound(case: Case) -> float:
                 b = math.exp(a[0])
             elif node.op == "scale":
                 b = a[0] * abs(fn.scalars[node.scalar])
+            elif node.op == "round":
+                b = a[0] + 0.5
             else:  # shift
                 b = a[0] + abs(fn.scalars[node.scalar])
         except OverflowError:

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .case import DTYPES, Transform
+from .case import DTYPES, Compile, Transform
 from .errors import AffuzzError
 
 #: The rules a Function may define, as ``Target.rules`` names them.
@@ -81,6 +81,7 @@ class CheckCase:
     transforms: tuple[Transform, ...]  # outermost first; () for the rule oracles of order 1
     oracle: str
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    compile: Compile | None = None  # NOTE [compiled mode]: how the compiled oracle compiles the stack
 
 
 _TENSOR_LITERAL = re.compile(r"^torch\.tensor\((?P<lit>.*), dtype=torch\.(?P<dtype>[a-z0-9]+)\)$", re.S)

@@ -8,9 +8,13 @@ from typing import Any
 
 from .case import (
     COMBINES,
+    COMPILE_BACKENDS,
+    COMPILE_PLACEMENTS,
     DTYPES,
     FORWARD_MODE_TRANSFORMS,
     FUNCTORCH_TRANSFORMS,
+    GRAD_RULES,
+    INPLACE_OPS,
     MAX_BATCH,
     MAX_DEPTH,
     MAX_DIM_SIZE,
@@ -144,6 +148,7 @@ def validate(case: Case) -> Case:
     )
     _one_of(fn.style, STYLES, "function.style", "style")
     _one_of(fn.vmap_rule, VMAP_RULES, "function.vmap_rule", "vmap rule")
+    _one_of(fn.grad_rule, GRAD_RULES, "function.grad_rule", "gradient rule")
     require(
         fn.style == "setup_context" or fn.vmap_rule == "none",
         "function.vmap_rule",
@@ -334,6 +339,31 @@ def validate(case: Case) -> Case:
             f"inputs.values[{i}]",
             "values must be finite numbers",
         )
+    reads = [a for n in fn.nodes for a in n.args] + [o.ref for o in fn.outputs] + list(fn.saved)
+    for k, node in enumerate(fn.nodes):  # NOTE [in-place forward]
+        require(isinstance(node.inplace, bool), f"function.nodes[{k}].inplace", "must be true or false")
+        if not node.inplace:
+            continue
+        w, first = f"function.nodes[{k}].inplace", node.args[0]
+        require(node.op in INPLACE_OPS, w, f"{node.op} has no in-place form")
+        require(
+            first.startswith("t") and reads.count(first) == 1,
+            w,
+            f"its first argument {first} must be an intermediate that nothing else reads, returns or saves",
+        )
+    args = case.f.apply_args  # NOTE [aliased inputs]
+    if args:
+        require(
+            len(args) == fn.n_inputs and all(isinstance(i, int) and 0 <= i < fn.n_inputs for i in args),
+            "f.apply_args",
+            f"must name an input of f (0..{fn.n_inputs - 1}) for each of the {fn.n_inputs} tensor arguments",
+        )
+        require(not fn.dirty, "f.apply_args", "a Function that modifies an input in place gets each input once")
+    if case.compile is not None:  # NOTE [compiled mode]
+        c = case.compile
+        _one_of(c.backend, COMPILE_BACKENDS, "compile.backend", "backend")
+        _one_of(c.placement, COMPILE_PLACEMENTS, "compile.placement", "placement")
+        require(isinstance(c.fullgraph, bool), "compile.fullgraph", "must be true or false")
     return case
 
 

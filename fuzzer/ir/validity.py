@@ -34,7 +34,8 @@ as-is or a view must get a view of the input's tangent, which cannot drop the te
                                                     output, and f modifies an output in place
                                                     (vmap_rule_loses_aliasing)
     order 1            backward vs jvp              an aliased drop on an output f uses
-                                                    (backward_vs_jvp_first_order); f doubles an output
+                                                    (backward_vs_jvp_first_order); a clipped gradient
+                                                    rule (nonlinear_gradient_rule); f doubles an output
                                                     in place under no_grad, which forward AD sees and
                                                     reverse mode does not (inplace_under_no_grad);
                        and, with a higher order,    backward not differentiable as declared: detached
@@ -66,8 +67,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .case import Case, FunctionDef, Transform
-from .oracles import MAIN, alternate
+from .case import STRAIGHT_THROUGH_OPS, Case, Compile, FunctionDef, Transform
+from .oracles import COMPILED, MAIN, alternate
 
 _R = ("grad", "vjp", "jacrev", "autograd_grad")
 _F = ("jacfwd", "jvp", "linearize")
@@ -83,6 +84,7 @@ REASONS = (
     "inplace_under_no_grad",
     "backward_second_order",
     "backward_r_vs_f",
+    "nonlinear_gradient_rule",
 )
 
 
@@ -105,6 +107,8 @@ RULES = {
     "backward_second_order": "the Function's backward is not differentiable as declared (once_differentiable,"
     " a detached or recomputed saved tensor, a saved output whose gradient it drops)",
     "backward_r_vs_f": "the Function's second derivative differs between reverse and forward mode over its backward",
+    "nonlinear_gradient_rule": "the Function clips its gradients (backward clamps a gradient, jvp a tangent), so its"
+    " backward and jvp define different first derivatives",
 }
 
 
@@ -117,6 +121,7 @@ class SideInfo:
     vmap: bool  # the Function runs under torch.func vmap (vmap, jacrev, jacfwd, hessian)
     forward_ad: bool  # some level uses forward-mode AD
     linearize_nested: bool = False  # torch.func.linearize with a vmap-ing or forward-mode level around or in it
+    compiled: Compile | None = None  # NOTE [compiled mode]: how this side runs under torch.compile
 
 
 def _path(transforms: tuple[Transform, ...], *, create_graph: bool = False) -> tuple[str, ...]:
@@ -144,16 +149,28 @@ def _functorch_side(transforms: tuple[Transform, ...], *, loops: bool = False) -
 
 
 def sides(case: Case, oracle: str) -> tuple[SideInfo, SideInfo]:
-    """(side A, side B) of ``oracle`` on ``case`` (side A is always the case's stack under torch.func)."""
-    return stack_sides(case.transforms, oracle)
+    """(side A, side B) of ``oracle`` on ``case`` (side A is the case's stack under torch.func, but for
+    ``compiled_vs_eager`` with placement ``plain``: the create_graph side)."""
+    return stack_sides(case.transforms, oracle, case.compile)
 
 
-def stack_sides(stack: tuple[Transform, ...], oracle: str) -> tuple[SideInfo, SideInfo]:
-    """:func:`sides` of a bare stack."""
+def _create_graph_side(stack: tuple[Transform, ...]) -> SideInfo:
+    path = _path(stack, create_graph=True)
+    return SideInfo(path, False, False, "F" in path)
+
+
+def stack_sides(
+    stack: tuple[Transform, ...], oracle: str, compiled: Compile | None = None
+) -> tuple[SideInfo, SideInfo]:
+    """:func:`sides` of a bare stack (``compiled``: the case's ``compile``, for ``compiled_vs_eager``)."""
     a = _functorch_side(stack)
+    if oracle == COMPILED:  # NOTE [compiled mode]: the same rules of the same Function on both sides
+        if compiled is None:
+            raise ValueError(f"{COMPILED} needs a case with a compile")
+        eager = _create_graph_side(stack) if compiled.placement == "plain" else a
+        return eager, replace(eager, compiled=compiled)
     if oracle == MAIN:
-        path = _path(stack, create_graph=True)
-        b = SideInfo(path, False, False, "F" in path)
+        b = _create_graph_side(stack)
     elif oracle == "vmap_vs_loop":
         b = _functorch_side(stack, loops=True)
     else:
@@ -229,6 +246,10 @@ def backward_second_order_issues(fn: FunctionDef) -> list[str]:
         why.append("saved output whose grad backward drops")
     if saved_out and fn.none_grads:
         why.append("saved output of a Function that returns None grads")
+    # NOTE [custom gradients]: a saved computed output carries the rule's derivative, not its true one
+    custom = fn.grad_rule != "exact" or any(n.op in STRAIGHT_THROUGH_OPS for n in fn.nodes)
+    if custom and any(fn.outputs[j].ref.startswith("t") for j in saved_out):
+        why.append("saved output whose derivative the Function's custom rule changes")
     if fn.dirty:
         why.append("mark_dirty")
     return why
@@ -259,6 +280,8 @@ def rule_conflict(case: Case, a: SideInfo, b: SideInfo) -> str | None:
     if first == 0:
         if aliased_drops(fn) & set(case.f.uses):
             return "backward_vs_jvp_first_order"
+        if fn.grad_rule == "clipped" and any(fn.outputs[j].ref.startswith("t") for j in case.f.uses):
+            return "nonlinear_gradient_rule"  # NOTE [custom gradients]
         if max(len(a.path), len(b.path)) > 1 and backward_second_order_issues(fn):
             return "backward_second_order"
         return None

@@ -25,6 +25,16 @@ saved output in place and the side runs the Function's backward (``promise_requi
 beyond those that explain the error, for both sides). torch.func checks versions too, so a side that
 returns there has lost the check (a tensor returned twice gets two wrappers that share storage but not
 a version counter: a hand check of the old corpus found it silently computing from the modified tensor). Not a promise: double backward through ``@once_differentiable``.
+
+NOTE [compiled promises]
+Under ``compiled_vs_eager`` (NOTE [compiled mode] in :mod:`fuzzer.ir.case`) every limitation is a promise
+from the eager side to the compiled one: torch.compile runs the same program (a graph break falls back
+to eager), so where the eager side raises a documented error whose conditions hold for the compiled
+side too (no vmap rule under vmap, no jvp under forward AD, an input returned as-is and saved...), a
+compiled side that returns a value instead has changed what the program does: Dynamo bypassed the rule
+the error enforces (the tracker's reports of Dynamo dropping a Function's custom jvp are of this
+shape). The reverse is not owed: a compiled side may raise a compile limitation (a graph break under
+``fullgraph=True``) where eager returns; that is ``expected``.
 torch.autograd.grad treats the once-differentiable gradient as unrelated to the input (no error, no
 gradient; the error is raised only when backward reaches the error node), and torch.func's zeros were
 made consistent with that on purpose (pytorch/pytorch#90224, 2023-01-17 comment).
@@ -59,6 +69,10 @@ CONDITIONS = (
     "jvp_not_view",
     "side_reverse",
     "saved_output_modified_in_place",
+    "side_compiled",
+    "side_fullgraph",
+    "side_aot_autograd",
+    "side_higher_order",
 )
 DEFAULT_REGISTRY = Path(__file__).with_name("known_limitations.json")
 
@@ -106,6 +120,11 @@ def condition_holds(name: str, function: Mapping[str, bool], side: SideInfo) -> 
         "side_linearize_nested": side.linearize_nested,
         "side_reverse": side.path[:1]
         == ("R",),  # the first order is the Function's backward (it unpacks what it saved)
+        # NOTE [compiled mode]: what the side runs under torch.compile
+        "side_compiled": side.compiled is not None,
+        "side_fullgraph": side.compiled is not None and side.compiled.fullgraph,
+        "side_aot_autograd": side.compiled is not None and side.compiled.backend in ("aot_eager", "inductor"),
+        "side_higher_order": len(side.path) >= 2,  # a derivative of a derivative of the Function
     }
     return sides[name] if name in sides else bool(function.get(name, False))
 
@@ -226,10 +245,15 @@ def classify(
         hit = [lim for lim in registry if lim.explains(side, info, function)]
         if hit:
             names += [lim.name for lim in hit]
+            # NOTE [compiled promises]: the compiled side owes every error its eager side raised
+            owed = info.compiled is None and other_info.compiled is not None
             broken += [
                 (lim.name, side.fingerprint)
                 for lim in hit
-                if lim.promise and other.ok and lim.holds_for(info, function) and lim.holds_for(other_info, function)
+                if (lim.promise or owed)
+                and other.ok
+                and lim.holds_for(info, function)
+                and lim.holds_for(other_info, function)
             ]
         else:
             unexplained.append(side.fingerprint)

@@ -11,12 +11,15 @@ must print the same verdict (:mod:`fuzzer.publish.findings`).
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import linecache
 import re
 import signal
 import sys
 import threading
 import time
+import types
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -174,6 +177,83 @@ def release_generated_code() -> None:
             linecache.cache.pop(key, None)
 
 
+# NOTE [the case module]
+# A script runs in the namespace of a module registered in ``sys.modules`` under a name of its own
+# (``affuzz_case_<n>``), not in a bare dict: torch.compile's Dynamo looks up the module a traced
+# function's globals name (its guards read globals through it), as it would ``__main__`` for a published
+# repro. One name for every script made a guard read the helpers of the next script's module. The
+# module leaves ``sys.modules`` when its script is done (:func:`drop_namespace`).
+_MODULES = itertools.count()
+
+
+def case_namespace() -> dict[str, Any]:
+    """A fresh namespace for one script (NOTE [the case module])."""
+    module = types.ModuleType(f"affuzz_case_{next(_MODULES)}")
+    sys.modules[module.__name__] = module
+    return module.__dict__
+
+
+def drop_namespace(ns: dict[str, Any]) -> None:
+    sys.modules.pop(ns.get("__name__", ""), None)
+
+
+# NOTE [compiled cases]
+# A script that calls torch.compile (NOTE [compiled mode] in fuzzer/ir/case.py) leaves Dynamo's caches
+# full: every case's torch.func wrapper is one more entry on the same torch code object, and past the
+# recompile limit Dynamo would silently run the next cases eagerly. So the limit is made a hard error
+# (``fail_on_recompile_limit_hit``: a case that reaches it says so instead of comparing eager with
+# eager; the judge counts such a case not_applicable, ``compile_recompile_limit``, which summary.json shows)
+# and Dynamo is reset before and after every compiled script, which also keeps a worker's memory flat. A
+# compiled script is compiled whole, not from the shared blocks of NOTE [compiling rendered scripts]:
+# Dynamo keeps state on the code objects it traced, and a finding that only a process's history shows is
+# one its repro, in a fresh process, does not reproduce.
+COMPILE_CALL = "torch.compile("
+
+
+@functools.cache
+def compile_unavailable() -> str | None:
+    """Why torch.compile cannot run with this torch and Python (torch 2.0 on Python 3.11 has none), or
+    None where it can."""
+    try:
+        import torch._dynamo
+
+        torch._dynamo.eval_frame.check_if_dynamo_supported()
+    except Exception as e:  # noqa: BLE001 (any reason is the reason)
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+@functools.cache
+def _prepare_compiler() -> None:
+    """Once per process: the recompile limit an error (NOTE [compiled cases]), and torch.compile's own
+    logging (a traceback on stderr for every fake-tensor failure it recovers from) quiet: what a case
+    raises is its outcome, and the campaign's output is its own."""
+    import logging
+
+    import torch._dynamo
+
+    config = torch._dynamo.config
+    if hasattr(config, "fail_on_recompile_limit_hit"):
+        config.fail_on_recompile_limit_hit = True
+    for name in (
+        "torch._dynamo",
+        "torch._inductor",
+        "torch._functorch",
+        "torch._subclasses",
+        "torch._guards",
+        "torch.fx",
+    ):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def reset_compiler() -> None:
+    """Forget everything Dynamo compiled and cached (NOTE [compiled cases])."""
+    torch = sys.modules.get("torch")
+    dynamo = getattr(torch, "_dynamo", None)
+    if dynamo is not None:
+        dynamo.reset()
+
+
 def run_source(source: str, name: str = "<affuzz case>", *, timeout: float | None = None) -> Outcome:
     """Exec ``source`` (a rendered repro) in a fresh namespace and run its ``check()``.
 
@@ -217,8 +297,13 @@ def _run(
     timeout: float | None,
     before: Callable[[str | None], None] | None = None,
 ) -> dict[str | None, Outcome]:
-    codes = _compiled(source, name)  # NOTE [compiling rendered scripts]
-    ns: dict[str, Any] = {"__name__": "affuzz_case"}
+    compiled = COMPILE_CALL in source
+    if compiled:  # NOTE [compiled cases]: code objects of its own (Dynamo keeps state on them), a clean Dynamo
+        reset_compiler()
+        codes = [compile(source, name, "exec")]
+    else:
+        codes = _compiled(source, name)  # NOTE [compiling rendered scripts]
+    ns = case_namespace()
     results: dict[str | None, Outcome] = {}
     start = time.perf_counter()
     with warnings.catch_warnings():
@@ -227,14 +312,20 @@ def _run(
         try:
             for code in codes:
                 exec(code, ns)  # noqa: S102 (rendered from the closed IR vocabulary only)
+            if compiled:
+                _prepare_compiler()
             a_known: tuple[Any, ...] = ()
             for i, oracle in enumerate(oracles):
                 if before is not None:
                     before(oracle)
                 side_b = ns.get("ORACLE_SIDES", {}).get(oracle)  # None: the script's own SIDES[1]
+                side_a = ns.get("ORACLE_A", {}).get(oracle)  # an oracle's own side A (NOTE [compiled mode])
                 try:
                     with _deadline(timeout):
-                        verdict, fc, ref = ns["check"](side_b, a_known)
+                        if side_a is not None:
+                            verdict, fc, ref = ns["check"](side_b, (), side_a)
+                        else:
+                            verdict, fc, ref = ns["check"](side_b, a_known)
                 except CaseTimeout:
                     restore_torch_state()  # NOTE [interrupted cases]
                     hang = _hang(ns, timeout)
@@ -246,7 +337,8 @@ def _run(
                 seconds, start = time.perf_counter() - start, time.perf_counter()
                 if verdict == "nonfinite":  # decided by f alone: the same under every oracle
                     return {**results, **dict.fromkeys(oracles[i:], Outcome(verdict, _AGREE, _AGREE, seconds))}
-                a_known = (fc,)
+                if side_a is None:
+                    a_known = (fc,)
                 if verdict == "consistent" and not isinstance(fc, BaseException):
                     # nobody reads an agreeing value (and a tensor's repr costs about as much as a small case)
                     results[oracle] = Outcome(verdict, _AGREE, _AGREE, seconds)
@@ -254,6 +346,9 @@ def _run(
                     results[oracle] = Outcome(verdict, _side(fc, ns), _side(ref, ns), seconds)
         finally:
             release_generated_code()  # NOTE [generated code and linecache]
+            if compiled:
+                reset_compiler()  # NOTE [compiled cases]
+            drop_namespace(ns)
     return results
 
 
@@ -308,11 +403,16 @@ def triage_source(source: str, name: str = "<affuzz triage>") -> tuple[str, str]
 
     Only meaningful for a value_mismatch; the label is one of :data:`TRIAGE_LABELS`.
     """
-    ns: dict[str, Any] = {"__name__": "affuzz_case"}
+    ns = case_namespace()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        exec(compile(source, name, "exec"), ns)  # noqa: S102
-        verdict, fc, ref = ns["check"]()
-        if verdict != "value_mismatch":
-            return "undetermined", f"the case gave {verdict} when re-run"
-        return ns["triage"](fc, ref)
+        try:
+            exec(compile(source, name, "exec"), ns)  # noqa: S102
+            verdict, fc, ref = ns["check"]()
+            if verdict != "value_mismatch":
+                return "undetermined", f"the case gave {verdict} when re-run"
+            return ns["triage"](fc, ref)
+        finally:
+            if COMPILE_CALL in source:
+                reset_compiler()  # NOTE [compiled cases]
+            drop_namespace(ns)

@@ -36,13 +36,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ..ir.case import Case
+from ..ir.oracles import COMPILED
 from ..ir.validate import validate
 from ..ir.validity import SideInfo, repair, rule_conflict, sides, values_meaningless
 from ..ir.verdicts import FINDING_VERDICTS
 from .compare import Limitation, classify, load_registry
-from .execute import Outcome, run_oracles
+from .execute import Outcome, compile_unavailable, run_oracles
 
 SUBJECTS = ("torch", "function")
+#: ``not_applicable`` reason of the compiled oracle where this torch (and Python) has no torch.compile
+NO_COMPILE = "torch_compile_unavailable"
+#: ``not_applicable`` reason of a compiled side stopped by the recompile limit (NOTE [compiled cases] in
+#: fuzzer/judge/execute.py: made a hard error so that it never compares eager with eager); counted, not a
+#: finding: the published repro, in a fresh process, would not reach the limit
+RECOMPILE_LIMIT = "compile_recompile_limit"
 
 
 @dataclass(frozen=True)
@@ -93,12 +100,21 @@ class Judge:
         """The judgement of ``case`` under each of ``oracles``, every oracle that runs run from one script
         (NOTE [one exec per case]): the Function is defined once and side A, the same under every
         oracle, runs once. ``before(o)`` is called before oracle ``o`` runs."""
+        if COMPILED in oracles and compile_unavailable():  # NOTE [compiled mode]: decided without running it
+            rest = tuple(o for o in oracles if o != COMPILED)
+            done = self.all(case, rest, before=before, recheck=recheck) if rest else []
+            missing = Judgement("not_applicable", COMPILED, NO_COMPILE)
+            return [next((j for j in done if j.oracle == o), missing) for o in oracles]
         todo = [(o, sides(case, o)) for o in oracles]
         outcomes = run_oracles(case, oracles, timeout=self.timeout, before=before)
         torch_under_test = self.subject == "torch"
         corrupt = values_meaningless(case) if torch_under_test else None  # the same under every oracle
         done: list[Judgement] = []
         for oracle, both in todo:
+            ref = outcomes[oracle].reference
+            if oracle == COMPILED and ref.error_type == "FailOnRecompileLimitHit":
+                done.append(Judgement("not_applicable", oracle, RECOMPILE_LIMIT, outcome=outcomes[oracle]))
+                continue
             rule = rule_conflict(case, *both) if torch_under_test else None
             j = self._classify(case, oracle, both, outcomes[oracle], recheck and rule is None)
             if rule is not None:  # NOTE [broken rules]

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..ir.case import FORWARD_MODE_TRANSFORMS, OUTER_TRANSFORMS
 from ..ir.files import atomic_write_text
-from ..ir.oracles import MAIN, alternate_stack
+from ..ir.oracles import COMPILED, MAIN, alternate_stack
 from ..ir.serde import case_from_json
 from ..ir.validity import RULES
 from .rundata import BucketData, RunData, load_run
@@ -46,6 +46,9 @@ LABEL_FUNCTORCH = "module: functorch"
 LABEL_AUTOGRAD = "module: autograd"
 LABEL_FORWARD_AD = "module: forward ad"
 LABEL_SILENT = "module: correctness (silent)"
+#: NOTE [compiled mode]: a compiled finding's labels follow the smallest backend that shows it.
+LABEL_PT2 = "oncall: pt2"
+LABELS_BACKEND = {"eager": "module: dynamo", "aot_eager": "module: aotdispatch", "inductor": "module: inductor"}
 
 #: What a Function with each (essential) feature does, as "a custom autograd.Function that ...".
 FEATURE_PHRASES = {
@@ -326,6 +329,14 @@ def labels(bucket: BucketData, s: Sides | None = None) -> list[str]:
     the finite-difference triage; on either side when it is not known): a Function that merely has a jvp
     rule, or a jacfwd on the side that is right, does not make the bug forward AD's."""
     s = s or sides(bucket)
+    compiled = bucket.summary.get("compile") or (bucket.record or {}).get("compile")
+    if bucket.summary.get("oracle") == COMPILED and compiled:  # NOTE [compiled mode]: triaged by backend
+        result = [LABEL_PT2, LABELS_BACKEND[compiled["backend"]]]
+        if set(bucket.summary.get("transforms") or ()) - {"autograd_grad"} and compiled["placement"] != "plain":
+            result.append(LABEL_FUNCTORCH)
+        if bucket.summary["verdict"] in ("value_mismatch", "structure_mismatch"):
+            result.append(LABEL_SILENT)
+        return result
     a, b = set(bucket.summary.get("transforms") or ()), set(s.b_skeleton)
     triage = bucket.summary.get("triage") or (bucket.record or {}).get("triage")
     transforms = a if triage == "functorch_wrong" else b if triage == "reference_wrong" else a | b

@@ -24,12 +24,13 @@ from typing import Any
 
 from ..codegen.render import Expect, render
 from ..ir.case import Case
+from ..ir.oracles import COMPILED
 from ..ir.serde import case_from_json, case_to_json
 from ..ir.validity import RULES, not_applicable
 from ..judge.execute import Outcome, Side
 from ..triage.buckets import Bucket
 from ..triage.shrink import Goal
-from ..triage.signature import Signature
+from ..triage.signature import Signature, compile_key
 
 FINDING_SCHEMA_VERSION = 1
 
@@ -112,6 +113,7 @@ class Finding:
             "verification": verification,
             "shrink": self.shrink,
             **({"broken_rule": self.broken_rule} if self.broken_rule else {}),
+            **({"compile": _compile_json(self.case)} if sig.oracle == COMPILED and self.case.compile else {}),
             **self.extra,
         }
 
@@ -131,6 +133,7 @@ class Finding:
                 tuple(record["transforms"]),
                 tuple(record["signature_features"]),
                 record.get("error", ""),
+                compile_key(case, record["oracle"]),
             ),
             features=tuple(record["features"]),
             outcome=Outcome(verdict, Side(record["functorch"], None, None), Side(record["reference"], None, None), 0.0),
@@ -177,8 +180,17 @@ class Finding:
 
 
 #: The keys :meth:`Finding.record` writes itself; every other key of a ``finding.json`` is ``extra``.
+def _compile_json(case: Case) -> dict[str, Any]:
+    """NOTE [compiled mode]: how a compiled finding's repro calls torch.compile (its smallest backend: the
+    compiler layer a maintainer triages first)."""
+    c = case.compile
+    assert c is not None
+    return {"backend": c.backend, "fullgraph": c.fullgraph, "placement": c.placement}
+
+
 RECORD_KEYS = frozenset(
     {
+        "compile",
         "schema_version",
         "signature",
         "id",
@@ -298,6 +310,7 @@ def bucket_row(b: Bucket[Finding], out: Path, stacks: dict[str, int]) -> dict[st
         # triage of a value finding would be
         "triage": triage,
         "broken_rule": rule,
+        **({"compile": _compile_json(b.published.case)} if b.published.case.compile is not None else {}),
         "shrink_seconds": b.shrink_seconds,
         "repro_lines": b.published.shrink.get("lines_after"),
         "seconds_to_find": round(b.first.seconds_to_find, 3),

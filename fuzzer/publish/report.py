@@ -31,6 +31,11 @@ def status_line(live: dict[str, Any]) -> str:
         f" consistent: {v['consistent']} expected: {v['expected']} findings: {findings}"
         f" buckets: {live['buckets']} (verified {live['verified_buckets']}) restarts: {live['worker_restarts']}"
         f" cov: {cov['cells_covered']}/{cov['cells_possible']} cells, {cov['skeletons']} stacks"
+        + (
+            f" compiled: {live['oracles']['compiled_vs_eager']['cases']}"
+            if "compiled_vs_eager" in live.get("oracles", {})
+            else ""
+        )
         + (f" internal_errors: {live['internal_errors']}" if live["internal_errors"] else "")
         + (f" {live['shrinking']}" if live["shrinking"] else "")
     )
@@ -96,6 +101,16 @@ class LiveView:
             self.console.print(status_line(live), highlight=False)
 
 
+def _compiled_text(oracles: dict[str, Any]) -> str:
+    d = oracles.get("compiled_vs_eager")
+    if not d:
+        return ""
+    share = d.get("share_of_case_time") or 0.0
+    return (
+        f"  compiled {d['cases']} ({d.get('cases_per_core_second') or 0} per core s, {100 * share:.0f} % of case time)"
+    )
+
+
 def dashboard(live: dict[str, Any]) -> Group:
     """The live view (the driver's ``live()`` numbers): time, throughput per worker, verdicts, buckets,
     restarts, coverage."""
@@ -108,7 +123,8 @@ def dashboard(live: dict[str, Any]) -> Group:
         f"affuzz  seed {live['seed']}  torch {live['torch_version']}  {live['workers']} {live['transport']} workers  "
         f"{live['elapsed_seconds']:.0f}s elapsed ({', '.join(left) or 'no limit'})  cases {live['cases']}  "
         f"{live['cases_per_second']:.1f} cases/s  restarts {live['worker_restarts']}  "
-        f"recycled {live['worker_recycles']}  RSS {live['rss_mb']['driver'] + live['rss_mb']['workers']:.0f} MiB",
+        f"recycled {live['worker_recycles']}  RSS {live['rss_mb']['driver'] + live['rss_mb']['workers']:.0f} MiB"
+        + _compiled_text(live.get("oracles", {})),
         style="bold",
     )
     workers = Table(box=None, pad_edge=False, padding=(0, 1))
@@ -209,6 +225,31 @@ def _saturation_text(cov: dict[str, Any]) -> str:
     )
 
 
+def _oracle_lines(oracles: dict[str, Any]) -> list[str]:
+    """Cost per oracle (cases, core seconds, share of the case time), and the compiled oracle's documented
+    limitations (NOTE [compiled mode])."""
+    if not oracles:
+        return []
+    lines = [
+        "| oracle | cases | core s | cases per core s | share of case time |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for o, d in oracles.items():
+        share = d.get("share_of_case_time")
+        lines.append(
+            f"| {o} | {d['cases']} | {d['core_seconds']} | {d.get('cases_per_core_second') or '-'} |"
+            f" {f'{100 * share:.1f} %' if share is not None else '-'} |"
+        )
+    compiled = oracles.get("compiled_vs_eager")
+    if compiled is not None:
+        lines += [
+            "",
+            f"Compiled oracle (--compile-share {compiled.get('compile_share')}): expected, by documented limitation: "
+            + (", ".join(f"{k} {n}" for k, n in compiled.get("expected_by_limitation", {}).items()) or "none"),
+        ]
+    return [*lines, ""]
+
+
 def report_markdown(summary: dict[str, Any]) -> str:
     lines = [
         "# affuzz campaign report",
@@ -245,6 +286,7 @@ def report_markdown(summary: dict[str, Any]) -> str:
             or "none applied"
         ),
         "",
+        *_oracle_lines(summary.get("oracles") or {}),
         "## Coverage (cases exercising each feature tag / transform)",
         "",
         _saturation_text(summary.get("coverage") or {}),

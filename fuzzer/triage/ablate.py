@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir.case import Case, CaseError, FDef, Output, View
+from ..ir.case import Case, CaseError, Node, Output, View
 from ..ir.dataflow import prune, repair_saved, value_provided_by_saved
 from ..ir.features import repeated_outputs, returns_none
 from ..ir.shapes import output_shapes
@@ -72,7 +72,9 @@ def drop_outputs(case: Case, drop: set[int]) -> Case | None:
     shapes = output_shapes(fn, tuple(case.inputs.shape))
     combine = case.f.combine if len({shapes[j] for j in uses}) == 1 else "sum"
     inplace = tuple(new_index[j] for j in case.f.inplace if j in new_index)
-    f = FDef(uses, combine, inplace, case.f.inplace_no_grad and bool(inplace))
+    f = replace(
+        case.f, uses=uses, combine=combine, inplace=inplace, inplace_no_grad=case.f.inplace_no_grad and bool(inplace)
+    )
     return repaired(replace(case, function=fn, f=f))
 
 
@@ -122,7 +124,16 @@ def without(case: Case, tag: str) -> Case | None:
         "saved_detached": {"detached": ()},
         "non_tensor_output": {"non_tensor_output": False},
         "mark_dirty": {"dirty": ()},
+        "custom_gradient": {"grad_rule": "exact"},
     }
+    if tag == "inplace_in_forward":  # NOTE [in-place forward]
+        nodes = tuple(replace(n, inplace=False) for n in fn.nodes)
+        return repaired(replace(case, function=replace(fn, nodes=nodes)))
+    if tag == "aliased_inputs":  # NOTE [aliased inputs]
+        return repaired(replace(case, f=replace(case.f, apply_args=())))
+    if tag == "straight_through":  # NOTE [custom gradients]: a node with its own derivative in its place
+        nodes = tuple(Node("mul", (n.args[0], n.args[0])) if n.op == "round" else n for n in fn.nodes)
+        return repaired(replace(case, function=replace(fn, nodes=nodes)))
     if tag == "inplace_on_output":
         return repaired(replace(case, f=replace(case.f, inplace=(), inplace_no_grad=False)))
     if tag in off:

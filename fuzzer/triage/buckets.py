@@ -53,12 +53,12 @@ from ..ir.features import features
 from ..judge.execute import Outcome
 from .reduce import is_subsequence, size, to_skeleton
 from .shrink import Goal
-from .signature import Signature, skeleton
+from .signature import Signature, compile_key, skeleton
 
 
 def quick_key(verdict: str, oracle: str, case: Case, fp: str) -> str:
     """NOTE [signature memo]: what makes two occurrences the same bug without ablating again."""
-    return f"{verdict}|{oracle}|{'>'.join(skeleton(case))}|{'+'.join(features(case))}|{fp}"
+    return f"{verdict}|{oracle}|{'>'.join(skeleton(case))}|{'+'.join(features(case))}|{fp}|{compile_key(case, oracle)}"
 
 
 def error_bucket_id(verdict: str, oracle: str, stack: tuple[str, ...], fingerprint: str) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
-from ..ir.case import Case, CaseError, FDef, FunctionDef, Node, Output, Transform
+from ..ir.case import COMPILE_BACKENDS, COMPILE_PLACEMENTS, Case, CaseError, FunctionDef, Node, Output, Transform
 from ..ir.dataflow import repair_vmap_dims
 from ..ir.features import features
 from ..ir.shapes import input_shapes, numel
@@ -21,7 +21,7 @@ from ..ir.validate import validate
 from .ablate import drop_outputs, repaired, without
 
 #: A rank per op: lower is simpler to read in a repro (``x ** 2`` before ``torch.exp(x)``).
-OP_RANK = {"pow": 0, "mul": 1, "add": 2, "scale": 3, "shift": 4, "sin": 5, "exp": 6}
+OP_RANK = {"pow": 0, "mul": 1, "add": 2, "scale": 3, "shift": 4, "sin": 5, "exp": 6, "round": 7}
 #: Transform replacements that keep what a level computes in kind (reverse stays reverse, forward stays
 #: forward); a replacement that changes the bug is rejected by the shrinker's check anyway.
 SIMPLER_TRANSFORM = {"vjp": "grad", "jacrev": "grad", "hessian": "jacrev", "linearize": "jvp", "jacfwd": "jvp"}
@@ -35,9 +35,21 @@ def _value_cost(v: float) -> int:
     return 3
 
 
+def compile_rank(case: Case) -> int:
+    """NOTE [compiled mode]: the backend first (``eager`` < ``aot_eager`` < ``inductor``), then
+    ``fullgraph=True`` before False, then the placement (``plain`` < ``inside`` < ``around``)."""
+    c = case.compile
+    if c is None:
+        return 0
+    return (COMPILE_BACKENDS.index(c.backend) * 2 + (not c.fullgraph)) * len(COMPILE_PLACEMENTS) + (
+        COMPILE_PLACEMENTS.index(c.placement)
+    )
+
+
 def size(case: Case) -> tuple[int, ...]:
     """The shrink order (lexicographic, smaller is simpler): levels, inputs, outputs, nodes, features,
-    saved tensors, elements, batch sizes, transform and op ranks, values."""
+    saved tensors, elements, batch sizes, transform and op ranks, values; the compile configuration's
+    rank (:func:`compile_rank`) among the ranks."""
     fn = case.function
     t = case.transforms
     return (
@@ -50,6 +62,7 @@ def size(case: Case) -> tuple[int, ...]:
         numel(case.inputs.shape) + len(case.inputs.shape),
         sum(x.batch_size for x in t),
         sum(TRANSFORM_RANK.get(x.name, 5) for x in t),
+        compile_rank(case),
         sum(OP_RANK[n.op] + (n.exponent - 2 if n.op == "pow" else 0) for n in fn.nodes),
         sum(1 for x in t if x.argnums not in (0, ()) or x.out_dims or any(d != 0 for d in x.in_dims)),
         int(case.inputs.dtype != "float64") + int(case.f.combine == "sum") + len(case.f.inplace) + len(case.f.uses),
@@ -172,8 +185,12 @@ def _drop_inputs(case: Case) -> Iterator[Case | None]:
         if not ok:
             continue
         values = tuple(v for i, v in enumerate(case.inputs.values) if i != gone)
+        f = case.f
+        if f.apply_args:  # NOTE [aliased inputs]: the argument that lost its input gets the one renamed into
+            at = {i: (into - (into > gone) if i == gone else i - (i > gone)) for i in range(fn.n_inputs)}
+            f = replace(f, apply_args=tuple(at[i] for k, i in enumerate(f.apply_args) if k != gone))
         candidate = replace(
-            case, function=new_fn, transforms=tuple(transforms), inputs=replace(case.inputs, values=values)
+            case, function=new_fn, f=f, transforms=tuple(transforms), inputs=replace(case.inputs, values=values)
         )
         done = repaired(candidate)
         yield fit_values(done) if done is not None else None
@@ -215,7 +232,7 @@ def _simpler_ops(case: Case) -> Iterator[Case | None]:
             options.append(replace(node, exponent=2))
         if OP_RANK[node.op] > 0:
             options.append(Node("pow", (node.args[0],), exponent=2))
-        if node.op in ("sin", "exp", "add", "scale", "shift"):
+        if node.op in ("sin", "exp", "add", "scale", "shift", "round"):
             options.append(Node("mul", (node.args[0], node.args[0])))
         for new in options:
             if OP_RANK[new.op] > OP_RANK[node.op] or new == node:
@@ -266,9 +283,7 @@ def _simpler_f(case: Case) -> Iterator[Case | None]:
     f = case.f
     if len(f.uses) > 1:
         for j in f.uses:
-            yield repaired(
-                replace(case, f=FDef(tuple(u for u in f.uses if u != j), f.combine, f.inplace, f.inplace_no_grad))
-            )
+            yield repaired(replace(case, f=replace(f, uses=tuple(u for u in f.uses if u != j))))
     if f.combine == "sum":
         yield repaired(replace(case, f=replace(f, combine="add")))
 
@@ -316,6 +331,19 @@ def _drop_features(case: Case) -> Iterator[Case | None]:
         yield repaired(replace(case, function=replace(case.function, vmap_rule="none")))
 
 
+def _simpler_compile(case: Case) -> Iterator[Case | None]:
+    """NOTE [compiled mode]: a simpler backend, fullgraph, a simpler placement (one change each)."""
+    c = case.compile
+    if c is None:
+        return
+    for backend in COMPILE_BACKENDS[: COMPILE_BACKENDS.index(c.backend)]:
+        yield replace(case, compile=replace(c, backend=backend))
+    if not c.fullgraph:
+        yield replace(case, compile=replace(c, fullgraph=True))
+    for placement in COMPILE_PLACEMENTS[: COMPILE_PLACEMENTS.index(c.placement)]:
+        yield replace(case, compile=replace(c, placement=placement))
+
+
 def _drop_outputs(case: Case) -> Iterator[Case | None]:
     for j in range(len(case.function.outputs) - 1, -1, -1):
         yield drop_outputs(case, {j})
@@ -323,6 +351,7 @@ def _drop_outputs(case: Case) -> Iterator[Case | None]:
 
 #: The passes in the order they are tried: the biggest cuts first.
 PASSES: tuple[Callable[[Case], Iterator[Case | None]], ...] = (
+    _simpler_compile,  # NOTE [compiled mode]: the compiler layer first, what a maintainer triages by
     _drop_levels,
     _drop_inputs,
     _drop_outputs,

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..ir.case import Case
 from ..ir.features import features
-from ..ir.oracles import MAIN
+from ..ir.oracles import COMPILED, MAIN
 from .ablate import without
 
 
@@ -33,12 +33,14 @@ class Signature:
     skeleton: tuple[str, ...]
     features: tuple[str, ...]
     error: str = ""  # NOTE [error buckets] in fuzzer/judge/compare.py: the fingerprint that keys an error finding
+    compiled: str = ""  # NOTE [compiled mode]: the backend and placement of a compiled finding (compile_key)
 
     @property
     def text(self) -> str:
         if self.error:
             return f"{self.kind}|{self.error}"
-        return f"{self.verdict}|{self.oracle}|{'>'.join(self.skeleton)}|{'+'.join(self.features) or '-'}"
+        text = f"{self.verdict}|{self.oracle}|{'>'.join(self.skeleton)}|{'+'.join(self.features) or '-'}"
+        return f"{text}|{self.compiled}" if self.compiled else text
 
     @property
     def kind(self) -> str:
@@ -58,15 +60,31 @@ class Signature:
             "skeleton": list(self.skeleton),
             "features": list(self.features),
             "error": self.error,
+            **({"compiled": self.compiled} if self.compiled else {}),
         }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Signature:
-        return cls(d["verdict"], d["oracle"], tuple(d["skeleton"]), tuple(d["features"]), d.get("error", ""))
+        return cls(
+            d["verdict"],
+            d["oracle"],
+            tuple(d["skeleton"]),
+            tuple(d["features"]),
+            d.get("error", ""),
+            d.get("compiled", ""),
+        )
 
 
 def skeleton(case: Case) -> tuple[str, ...]:
     return tuple(t.name for t in case.transforms)
+
+
+def compile_key(case: Case, oracle: str) -> str:
+    """NOTE [compiled mode]: what of a compiled finding's ``compile`` tells its bug apart: the backend (the
+    compiler's layer: Dynamo, AOTAutograd, Inductor) and the placement; '' for the other oracles."""
+    if oracle != COMPILED or case.compile is None:
+        return ""
+    return f"{case.compile.backend}/{case.compile.placement}"
 
 
 def signature(
@@ -79,4 +97,4 @@ def signature(
         variant = without(case, tag)
         if variant is not None and judge(variant) == "consistent":
             essential.append(tag)
-    return Signature(verdict, oracle, skeleton(case), tuple(essential), error)
+    return Signature(verdict, oracle, skeleton(case), tuple(essential), error, compile_key(case, oracle))

@@ -131,7 +131,7 @@ def test_float32_disagreement_that_persists_in_float64_is_reported(tmp_path: Pat
         "dtypes": ["float32"],
     }
     campaign = Campaign(
-        CampaignConfig(out=tmp_path, seed=4, duration=None, max_cases=6, strategy_kwargs=kwargs, swarm=False)
+        CampaignConfig(out=tmp_path, seed=5, duration=None, max_cases=6, strategy_kwargs=kwargs, swarm=False)
     )
     campaign.run()
     summary = campaign.summary()
@@ -151,7 +151,7 @@ def test_a_worker_killed_mid_shrink_is_replaced_and_the_finding_kept(tmp_path: P
     kwargs = {"vmap_rules": ["custom_wrong"], "transforms": ["vmap", "grad"], "max_depth": 2, "outer_autograd": False}
     config = CampaignConfig(
         out=tmp_path,
-        seed=3,
+        seed=5,
         duration=None,
         max_cases=10,
         workers=1,

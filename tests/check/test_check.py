@@ -49,7 +49,13 @@ def test_each_function_is_reported_as_what_it_is(three) -> None:
     assert sin["rules"]["backward_vs_fd"]["verdict"] == "consistent"
     # comparisons of torch that would go through the wrong jvp on one side only are not torch's findings
     assert sin["stacks"]["jacrev_vs_jacfwd"] == {"not_applicable": sum(sin["stacks"]["jacrev_vs_jacfwd"].values())}
-    # the wrong vmap rule: that rule's finding, and no torch finding that goes through it
+    # compiled, Dynamo drops the jvp staticmethod (it traces forward's derivative): where the jvp is wrong,
+    # compiled_vs_eager sees it, a finding of torch (the compiled side must run the Function's own rule)
+    compiled = [f for f in sin["findings"] if f["oracle"] == "compiled_vs_eager"]
+    assert compiled and all(f["kind"] == "torch" for f in compiled)
+    assert any(f["verdict"] == "value_mismatch" and "jvp" in f["transforms"] for f in compiled)
+    assert sin["stacks"]["compiled_vs_eager"].get("consistent", 0) > 0  # stacks that never call the jvp agree
+    # the wrong vmap rule: that rule's finding, and no torch finding that goes through it (compiled or not)
     assert [(f["kind"], f["oracle"]) for f in center["findings"]] == [("function", "vmap_rule_vs_loop")]
     assert center["stacks"]["vmap_vs_loop"].get("not_applicable", 0) > 0
     for t in (cube, sin, center):
@@ -145,7 +151,9 @@ def test_forward_that_rejects_every_input(tmp_path: Path, monkeypatch, capsys) -
 def test_torch_db_rules_table(tmp_path: Path) -> None:
     """Every Function of torch's autograd_function_db: the rule verdicts (README, "affuzz check --torch-db")."""
     pytest.importorskip("expecttest")
-    code = main(["check", "--torch-db", "--max-cases", "1", "--no-shrink", "--out", str(tmp_path)])
+    code = main(
+        ["check", "--torch-db", "--max-cases", "1", "--no-shrink", "--compile-backend", "none", "--out", str(tmp_path)]
+    )
     summary = json.loads((tmp_path / "check.json").read_text())
     rules = {t["title"]: {o: r["verdict"] for o, r in t["rules"].items()} for t in summary["targets"]}
     assert len(rules) == 14
@@ -217,7 +225,7 @@ def test_duration_goes_past_the_depth_2_stacks(tmp_path: Path) -> None:
 
     (cube,) = resolve(f"{MODULE}:Cube")
     listed = len(list(stacks(cube)))
-    main(["check", f"{MODULE}:Cube", "--duration", "6", "--out", str(tmp_path)])
+    main(["check", f"{MODULE}:Cube", "--duration", "6", "--compile-backend", "none", "--out", str(tmp_path)])
     (summary,) = json.loads((tmp_path / "check.json").read_text())["targets"]
     assert summary["cases"] > listed
 
@@ -239,10 +247,47 @@ def test_an_argument_the_backward_does_not_differentiate_is_a_constant(tmp_path:
         "        return g * ctx.s, None\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    assert main(["check", "scaling:Scale", "--max-cases", "4", "--out", str(tmp_path / "out")]) == 0
+    # (torch.compile left out: compiled, torch.func.jvp of it returns a value where eager raises the
+    # documented "must implement the jvp function", a finding of kind torch: test_compiled_check below)
+    out = tmp_path / "out"
+    assert main(["check", "scaling:Scale", "--max-cases", "4", "--compile-backend", "none", "--out", str(out)]) == 0
     (t,) = json.loads((tmp_path / "out" / "check.json").read_text())["targets"]
     assert t["target"]["constants"] == [1] and t["target"]["args"][1]["kind"] == "const"
     assert t["rules"]["backward_vs_fd"]["verdict"] == "consistent"
+
+
+def test_compiled_check_of_a_function_without_jvp(tmp_path: Path, monkeypatch) -> None:
+    """NOTE [check oracles]: is it safe under torch.compile? x * s without a jvp staticmethod: eager
+    torch.func.jvp raises the documented error, the compiled side returns a value (Dynamo traces forward
+    instead): promise_broken, of kind torch, reproduced by its repro."""
+    (tmp_path / "nojvp.py").write_text(
+        "import torch\n\n\n"
+        "class Twice(torch.autograd.Function):\n"
+        "    @staticmethod\n"
+        "    def forward(x):\n"
+        "        return x * 2\n\n"
+        "    @staticmethod\n"
+        "    def setup_context(ctx, inputs, output):\n"
+        "        pass\n\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, g):\n"
+        "        return g * 2\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["check", "nojvp:Twice", "--max-cases", "4", "--out", str(tmp_path / "out")]) == 1
+    (t,) = json.loads((tmp_path / "out" / "check.json").read_text())["targets"]
+    (f,) = t["findings"]
+    assert (f["kind"], f["oracle"], f["transforms"], f["verdict"]) == (
+        "torch",
+        "compiled_vs_eager",
+        ["jvp"],
+        "promise_broken",
+    )
+    assert f["reproduced"]
+    assert (
+        "torch.compile(jvp_ones(f), backend='aot_eager', fullgraph=False)"
+        in (tmp_path / "out" / f["dir"] / "repro.py").read_text()
+    )
 
 
 def test_assert_function_consistent_in_a_users_test() -> None:

@@ -12,9 +12,9 @@ import torch
 from hypothesis import HealthCheck, assume, given, settings
 
 from fuzzer.codegen.render import render
-from fuzzer.ir.case import Case
+from fuzzer.ir.case import COMPILE_PLACEMENTS, Case, Compile
 from fuzzer.ir.features import repeated_outputs
-from fuzzer.ir.oracles import ORACLES, applicable
+from fuzzer.ir.oracles import COMPILED, ORACLES, applicable
 from fuzzer.ir.shapes import input_shapes
 from fuzzer.ir.validity import not_applicable, sides
 from strategies import cases
@@ -86,6 +86,14 @@ def test_no_comparison_of_disagreeing_first_order_rules_is_run(case: Case) -> No
 
 @pytest.mark.parametrize("oracle", ORACLES)
 def test_sides_of_the_seed(seed_case: Case, oracle: str) -> None:
+    if oracle == COMPILED:  # NOTE [compiled mode]: for a case that runs compiled, its eager side compiled
+        with pytest.raises(ValueError, match="needs a case with a compile"):
+            sides(seed_case, oracle)
+        for placement in COMPILE_PLACEMENTS:
+            a, b = sides(replace(seed_case, compile=Compile("eager", True, placement)), oracle)
+            assert a.path == b.path == ("R", "R") and b.compiled is not None and a.compiled is None
+            assert a.functorch == (placement != "plain") and replace(b, compiled=None) == a
+        return
     a, b = sides(seed_case, oracle)
     assert a.path == ("R", "R") and a.functorch and not a.forward_ad
     if oracle == ORACLES[0]:

@@ -21,7 +21,7 @@ from fuzzer.publish.drafts import (
     write_drafts,
 )
 from fuzzer.publish.rundata import BucketData, RunData
-from fuzzer.publish.upstream import KnownIssue
+from fuzzer.publish.upstream import KnownIssue, known_issue
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,8 @@ def summary(out: Path) -> dict:
 
 def test_every_verified_bucket_gets_a_draft_in_the_bug_report_form(drafted: tuple[Path, list[Path]]) -> None:
     out, paths = drafted
-    buckets = [b for b in summary(out)["buckets"] if b["status"] == "verified"]
+    # a bucket the repository's table of known upstream issues lists gets an index line, not a draft
+    buckets = [b for b in summary(out)["buckets"] if b["status"] == "verified" and known_issue(b) is None]
     assert buckets
     assert paths == [out / "issues" / f"{b['id']}.md" for b in buckets]
     index = (out / "issues" / "README.md").read_text()
@@ -82,7 +83,7 @@ def test_every_verified_bucket_gets_a_draft_in_the_bug_report_form(drafted: tupl
 def test_error_drafts_name_the_side_that_raised(drafted: tuple[Path, list[Path]]) -> None:
     out, _ = drafted
     for b in summary(out)["buckets"]:
-        if b["verdict"] == "error_functorch_only":
+        if b["verdict"] == "error_functorch_only" and b["status"] == "verified" and known_issue(b) is None:
             first = (out / "issues" / f"{b['id']}.md").read_text().splitlines()[0]
             assert first.startswith(("# torch.func.", "# autograd.grad of torch.func.")) and " raises " in first
 

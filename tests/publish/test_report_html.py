@@ -26,8 +26,8 @@ from fuzzer.publish.report import write_report
 from fuzzer.publish.rundata import load_run
 from fuzzer.publish.upstream import known_issue
 
-# seed 5 hits a torch INTERNAL ASSERT on its second case: one verified bucket in 12 cases (~7 s)
-SEED, CASES = 5, 12
+# seed 2 hits a torch INTERNAL ASSERT on its second case: a verified bucket in 12 cases (~7 s)
+SEED, CASES = 2, 12
 PLOTS = {"rate", "buckets", "queue", "coverage", "verdicts"}
 
 

@@ -1,0 +1,72 @@
+"""Which cases of a campaign also run compiled, and how (NOTE [compile share]). Torch-free.
+
+NOTE [compile share]
+A compiled case costs 50-200 torch.func cases (a Dynamo compile of a small stack takes 0.05-0.5 s; a
+first Inductor compile tens of seconds), so the oracle ``compiled_vs_eager`` (NOTE [compiled mode] in
+:mod:`fuzzer.ir.case`) gets its own share of each worker's time, ``--compile-share`` (0 turns it off):
+a drawn case also runs compiled while the compiled oracle has used at most that fraction of the
+worker's case time so far (by time), or, with ``--steer-by cases`` (repeatable campaigns), where its
+position's own random number falls below ``share / COST_RATIO`` (by position alone).
+
+How it runs compiled is named by the campaign seed, the slot and the position, like the case itself
+(NOTE [worker streams]): ``random.Random(f"{seed}/{slot}/compile/{k}")`` draws the backend (``eager``
+and ``aot_eager`` 9 times in 20 each, ``inductor`` 2 in 20, and never before the campaign's first
+:data:`INDUCTOR_AFTER` seconds, where its C++ toolchain warm-up would eat the first minute), fullgraph
+(1 in 2) and placement (1 in 3 each). So a finding's case carries the ``compile`` it ran with, and the
+shrinker walks it toward the simplest (NOTE [compiled mode]).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from ..ir.case import COMPILE_PLACEMENTS, Case, Compile
+
+#: What one compiled case costs in torch.func cases, about (measured on torch 2.13: a case 1-6 ms, a
+#: Dynamo compile 50-500 ms): the by-position rule runs ``share / COST_RATIO`` of the cases compiled.
+COST_RATIO = 60.0
+#: Seconds into a campaign before Inductor may be drawn.
+INDUCTOR_AFTER = 60.0
+DEFAULT_SHARE = 0.15
+
+
+def compile_at(seed: int, slot: int, k: int, *, inductor: bool = True) -> Compile:
+    """How case ``k`` of slot ``slot`` runs compiled (NOTE [compile share]); ``inductor=False``: never
+    Inductor (``aot_eager`` in its place)."""
+    rng = random.Random(f"{seed}/{slot}/compile/{k}")
+    roll = rng.random()
+    backend = "eager" if roll < 0.45 else "aot_eager" if roll < 0.9 or not inductor else "inductor"
+    fullgraph = rng.random() < 0.5
+    return Compile(backend, fullgraph, COMPILE_PLACEMENTS[rng.randrange(len(COMPILE_PLACEMENTS))])
+
+
+class CompileShare:
+    """NOTE [compile share]: decides, case by case, which cases of one worker's stream run compiled."""
+
+    def __init__(self, seed: int, slot: int, share: float, *, by: str = "time", elapsed: float = 0.0) -> None:
+        if not 0.0 <= share < 1.0:
+            raise ValueError(f"share must be in [0, 1), not {share!r}")
+        self.seed, self.slot, self.share, self.by = seed, slot, share, by
+        self.elapsed = elapsed  # campaign seconds before this worker started (resume, restarts)
+        self.compiled_seconds = 0.0  # of the compiled oracle
+        self.case_seconds = 0.0  # of every case
+        self.compiled_cases = 0
+
+    def attach(self, case: Case, k: int, campaign_seconds: float) -> Case:
+        """``case`` with the ``compile`` it runs with, where it is its turn; else ``case`` unchanged."""
+        if self.share <= 0.0 or case.compile is not None:
+            return case
+        if self.by == "cases":
+            if random.Random(f"{self.seed}/{self.slot}/compile-turn/{k}").random() >= self.share / COST_RATIO:
+                return case
+        elif self.compiled_seconds > self.share * self.case_seconds:
+            return case
+        inductor = campaign_seconds >= INDUCTOR_AFTER
+        return replace(case, compile=compile_at(self.seed, self.slot, k, inductor=inductor))
+
+    def record(self, case_seconds: float, compiled_seconds: float) -> None:
+        """After a case: its seconds, and those of its compiled oracle (0 where it did not run one)."""
+        self.case_seconds += case_seconds
+        self.compiled_seconds += compiled_seconds
+        self.compiled_cases += compiled_seconds > 0

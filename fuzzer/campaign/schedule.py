@@ -25,6 +25,8 @@ COMPILED_SHRINK_FRACTION = 0.25
 
 def compiled_budget(budget: int) -> int:
     return max(1, int(budget * COMPILED_SHRINK_FRACTION)) if budget else 0
+
+
 #: The most cases one fuzz command may ask for.
 MAX_COMMAND_CASES = 10_000
 

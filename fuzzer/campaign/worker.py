@@ -31,7 +31,7 @@ from ..ir.case import Case
 from ..ir.features import features
 from ..ir.oracles import COMPILED, applicable
 from ..ir.verdicts import ERROR_VERDICTS, FINDING_VERDICTS
-from ..judge.execute import Outcome, triage_source
+from ..judge.execute import Outcome, record_torch_state, torch_state_changes, triage_source
 from ..judge.judge import Judge, Judgement
 from ..triage.buckets import KnownBuckets, RawFinding, error_bucket_id, quick_key
 from ..triage.shrink import Goal, Shrinker
@@ -64,6 +64,8 @@ class Worker:
         self.buckets = KnownBuckets()
         self._current: tuple[str, Any] = ("idle", None)  # what a beat reports (NOTE [worker protocol])
         self._timed_out = False  # a case hit the per-case timer (NOTE [interrupted cases])
+        self._leaked: list[str] = []  # NOTE [leaked torch state]: what the last case left changed
+        record_torch_state()
         self.compiles = CompileShare(init.seed, init.slot, init.compile_share, by=init.steer_by)
         self._started = time.monotonic()
 
@@ -119,6 +121,8 @@ class Worker:
         i = self.init
         if self._timed_out:
             return "recycled after a case timeout (NOTE [interrupted cases] in fuzzer.judge.execute)"
+        if self._leaked:
+            return f"recycled: a case left torch's state changed ({'; '.join(self._leaked)}; NOTE [leaked torch state])"
         if i.recycle_cases is not None and self.cases_run >= i.recycle_cases:
             return f"recycled after {self.cases_run} cases"
         if i.max_rss_mb is not None:
@@ -181,6 +185,7 @@ class Worker:
                     triage += time.perf_counter() - t0
             except Exception:  # noqa: BLE001
                 errors.append(f"--- case {k} ({oracle})\n{traceback.format_exc()}")
+        self._leaked = torch_state_changes()  # NOTE [leaked torch state]
         return CaseReport(
             k=k,
             features=features(case),
@@ -244,7 +249,11 @@ class Worker:
         self._current = ("job", job.id)
 
         def run(c: Case) -> tuple[str, str]:
-            return self.evaluate(c, goal.oracle)
+            result = self.evaluate(c, goal.oracle)
+            self._leaked = torch_state_changes()
+            if self._leaked:  # NOTE [leaked torch state]: nothing run after it means anything
+                raise RuntimeError(f"a case left torch's state changed: {'; '.join(self._leaked)}")
+            return result
 
         # NOTE [signature memo]: a finding whose bug still shows once its stack is cut to an existing
         # bucket's skeleton is a hit of that bucket, not a new one.

@@ -362,6 +362,54 @@ _AGREE = Side("", None, None)
 # case ran with grad mode off and computed wrong derivatives. After a timeout the state every case
 # starts from is put back: grad mode on, no forward-AD dual level, no torch.func level. A worker also
 # asks to be replaced after a hang (NOTE [worker protocol]), for state this cannot see.
+# NOTE [leaked torch state]
+# A compiled case that fails inside Dynamo or AOTAutograd can leave torch's thread-local state changed for
+# every case after it in the process: seen on torch 2.13 in a 10-minute campaign, inference mode left on
+# and the functorch dispatch keys left set, after which nearly every case raised ("InferenceMode::is_enabled()
+# ... INTERNAL ASSERT", "could not find kernel for custom_function_call") in that worker. Those findings
+# never reproduce in a fresh process, so none was published, but the worker's time was lost. After every
+# case the worker compares the state with the one every case starts from (:func:`torch_state_changes`);
+# where it changed, it asks to be replaced (NOTE [worker protocol]), as after a hang.
+_BASELINE: dict[str, str] = {}  # the dispatch key sets of the first call: a process's clean state
+
+
+def record_torch_state() -> None:
+    """Import torch and take this (clean) state as the one every case starts from."""
+    import torch  # noqa: F401
+
+    torch_state_changes()
+
+
+def torch_state_changes() -> list[str]:
+    """What of torch's global state differs from the state every case starts from (empty: nothing)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return []
+    changed = []
+    if torch.is_inference_mode_enabled():
+        changed.append("inference mode on")
+    if not torch.is_grad_enabled():
+        changed.append("grad mode off")
+    if getattr(torch.autograd.forward_ad, "_current_level", -1) >= 0:
+        changed.append("a forward-AD dual level open")
+    functorch = getattr(torch._C, "_functorch", None)
+    depth = getattr(functorch, "get_dynamic_layer_stack_depth", None)
+    if depth is not None and depth() > 0:
+        changed.append("a torch.func level open")
+    for name, what in (
+        ("_dispatch_tls_local_include_set", "included"),
+        ("_dispatch_tls_local_exclude_set", "excluded"),
+    ):
+        keys = getattr(torch._C, name, None)
+        if keys is not None and _BASELINE.setdefault(name, str(keys())) != str(keys()):
+            changed.append(f"dispatch keys {what}: {keys()}")
+    for name, what in (("_len_torch_dispatch_stack", "dispatch"), ("_len_torch_function_stack", "torch function")):
+        size = getattr(torch._C, name, None)
+        if size is not None and size() > 0:
+            changed.append(f"a {what} mode active")
+    return changed
+
+
 def restore_torch_state() -> None:
     torch = sys.modules.get("torch")
     if torch is None:

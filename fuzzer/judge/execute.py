@@ -304,8 +304,6 @@ def _run(
     else:
         codes = _compiled(source, name)  # NOTE [compiling rendered scripts]
     ns = case_namespace()
-    results: dict[str | None, Outcome] = {}
-    start = time.perf_counter()
     with warnings.catch_warnings():
         # torch's own deprecation and tracing warnings (e.g. linearize's make_fx) would flood a campaign
         warnings.simplefilter("ignore")
@@ -314,41 +312,60 @@ def _run(
                 exec(code, ns)  # noqa: S102 (rendered from the closed IR vocabulary only)
             if compiled:
                 _prepare_compiler()
-            a_known: tuple[Any, ...] = ()
-            for i, oracle in enumerate(oracles):
-                if before is not None:
-                    before(oracle)
-                side_b = ns.get("ORACLE_SIDES", {}).get(oracle)  # None: the script's own SIDES[1]
-                side_a = ns.get("ORACLE_A", {}).get(oracle)  # an oracle's own side A (NOTE [compiled mode])
-                try:
-                    with _deadline(timeout):
-                        if side_a is not None:
-                            verdict, fc, ref = ns["check"](side_b, (), side_a)
-                        else:
-                            verdict, fc, ref = ns["check"](side_b, a_known)
-                except CaseTimeout:
-                    restore_torch_state()  # NOTE [interrupted cases]
-                    hang = _hang(ns, timeout)
-                    if not a_known:  # side A itself hung: it would hang under every oracle
-                        return {**results, **dict.fromkeys(oracles[i:], hang)}
-                    results[oracle] = hang
-                    start = time.perf_counter()
-                    continue
-                seconds, start = time.perf_counter() - start, time.perf_counter()
-                if verdict == "nonfinite":  # decided by f alone: the same under every oracle
-                    return {**results, **dict.fromkeys(oracles[i:], Outcome(verdict, _AGREE, _AGREE, seconds))}
-                if side_a is None:
-                    a_known = (fc,)
-                if verdict == "consistent" and not isinstance(fc, BaseException):
-                    # nobody reads an agreeing value (and a tensor's repr costs about as much as a small case)
-                    results[oracle] = Outcome(verdict, _AGREE, _AGREE, seconds)
-                else:
-                    results[oracle] = Outcome(verdict, _side(fc, ns), _side(ref, ns), seconds)
+            # in a function of its own: once it returns, nothing holds the sides' results (exceptions whose
+            # tracebacks keep torch's guards alive: NOTE [leaked torch state])
+            return _run_checks(ns, oracles, timeout, before)
         finally:
             release_generated_code()  # NOTE [generated code and linecache]
             if compiled:
                 reset_compiler()  # NOTE [compiled cases]
             drop_namespace(ns)
+            ns.clear()
+            if compiled:
+                repair_torch_state()  # NOTE [leaked torch state]
+
+
+def _run_checks(
+    ns: dict[str, Any],
+    oracles: tuple[str | None, ...],
+    timeout: float | None,
+    before: Callable[[str | None], None] | None,
+) -> dict[str | None, Outcome]:
+    """Each oracle's ``check()`` of the script executed into ``ns``, side A run once (NOTE [one exec per
+    case])."""
+    results: dict[str | None, Outcome] = {}
+    start = time.perf_counter()
+    a_known: tuple[Any, ...] = ()
+    for i, oracle in enumerate(oracles):
+        if before is not None:
+            before(oracle)
+        side_b = ns.get("ORACLE_SIDES", {}).get(oracle)  # None: the script's own SIDES[1]
+        side_a = ns.get("ORACLE_A", {}).get(oracle)  # an oracle's own side A (NOTE [compiled mode])
+        try:
+            with _deadline(timeout):
+                if side_a is not None:
+                    verdict, fc, ref = ns["check"](side_b, (), side_a)
+                else:
+                    verdict, fc, ref = ns["check"](side_b, a_known)
+        except CaseTimeout:
+            restore_torch_state()  # NOTE [interrupted cases]
+            hang = _hang(ns, timeout)
+            if not a_known:  # side A itself hung: it would hang under every oracle
+                return {**results, **dict.fromkeys(oracles[i:], hang)}
+            results[oracle] = hang
+            start = time.perf_counter()
+            continue
+        seconds, start = time.perf_counter() - start, time.perf_counter()
+        if verdict == "nonfinite":  # decided by f alone: the same under every oracle
+            return {**results, **dict.fromkeys(oracles[i:], Outcome(verdict, _AGREE, _AGREE, seconds))}
+        if side_a is None:
+            a_known = (fc,)
+        if verdict == "consistent" and not isinstance(fc, BaseException):
+            # nobody reads an agreeing value (and a tensor's repr costs about as much as a small case)
+            results[oracle] = Outcome(verdict, _AGREE, _AGREE, seconds)
+        else:
+            results[oracle] = Outcome(verdict, _side(fc, ns), _side(ref, ns), seconds)
+        release_exception(ref)  # NOTE [leaked torch state]
     return results
 
 
@@ -370,14 +387,82 @@ _AGREE = Side("", None, None)
 # never reproduce in a fresh process, so none was published, but the worker's time was lost. After every
 # case the worker compares the state with the one every case starts from (:func:`torch_state_changes`);
 # where it changed, it asks to be replaced (NOTE [worker protocol]), as after a hang.
+#
+# The cause, found on such a case: the compiled side raises inside Dynamo's tracing, and the exception's
+# traceback keeps alive the frames that hold C++ guards (dispatch keys excluded for as long as the guard
+# lives). A guard restores, when it dies, the key set it saw when it was made; dying out of order (the
+# garbage collector frees the cycle at any later moment, maybe inside another case) it restores a set of
+# the middle of the trace. So the frames of every exception a side raised are cleared innermost first, as
+# unwinding would have (:func:`release_exception`), and after a compiled script the garbage is collected
+# and grad mode and the dispatch key sets are put back where they can be (:func:`repair_torch_state`).
+def release_exception(e: object) -> None:
+    """Clear the frames of ``e``'s traceback (and of its cause and context), innermost first."""
+    seen: set[int] = set()
+    while isinstance(e, BaseException) and id(e) not in seen:
+        seen.add(id(e))
+        frames = []
+        tb = e.__traceback__
+        while tb is not None:
+            frames.append(tb.tb_frame)
+            tb = tb.tb_next
+        for frame in reversed(frames):
+            try:
+                frame.clear()
+            except RuntimeError:  # a frame still running (the one that called check): leave it
+                pass
+        e.__traceback__ = None
+        e = e.__cause__ or e.__context__
+
+
+def _key_names(keys: object) -> set[str]:
+    text = str(keys)
+    inner = text[text.index("(") + 1 : text.rindex(")")] if "(" in text else ""
+    return {k.strip() for k in inner.split(",") if k.strip()}
+
+
+def repair_torch_state() -> None:
+    """Collect the garbage of the script just run, then put grad mode and the thread-local dispatch key sets
+    back as they were when the process started (NOTE [leaked torch state])."""
+    import gc
+
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    gc.collect()
+    torch.set_grad_enabled(True)
+    force = getattr(torch._C, "_ForceDispatchKeyGuard", None)
+    now = [str(torch._C._dispatch_tls_local_include_set()), str(torch._C._dispatch_tls_local_exclude_set())]
+    if force is not None and _BASELINE_SETS and now != [str(s) for s in _BASELINE_SETS]:
+        guard = force(*_BASELINE_SETS)  # every key, also those Python's DispatchKey does not name
+        guard.__enter__()
+        _FORCED.append(guard)
+        return
+    for name, setter in (
+        ("_dispatch_tls_local_include_set", "_dispatch_tls_set_dispatch_key_included"),
+        ("_dispatch_tls_local_exclude_set", "_dispatch_tls_set_dispatch_key_excluded"),
+    ):
+        current, set_key = getattr(torch._C, name, None), getattr(torch._C, setter, None)
+        if current is None or set_key is None or name not in _BASELINE:
+            continue
+        want, have = _key_names(_BASELINE[name]), _key_names(current())
+        for key in want ^ have:
+            member = getattr(torch._C.DispatchKey, key, None)
+            if member is not None:
+                set_key(member, key in want)
+
+
 _BASELINE: dict[str, str] = {}  # the dispatch key sets of the first call: a process's clean state
+_BASELINE_SETS: list[Any] = []  # the same, as torch's DispatchKeySet objects (include, exclude)
+_FORCED: list[Any] = []  # guards that put the key sets back, entered and never left (they would undo it)
 
 
 def record_torch_state() -> None:
     """Import torch and take this (clean) state as the one every case starts from."""
-    import torch  # noqa: F401
+    import torch
 
     torch_state_changes()
+    if not _BASELINE_SETS:
+        _BASELINE_SETS[:] = [torch._C._dispatch_tls_local_include_set(), torch._C._dispatch_tls_local_exclude_set()]
 
 
 def torch_state_changes() -> list[str]:

@@ -511,6 +511,7 @@ def render(
             fc_expr, cg_expr, run, lib, straight=expect.straight and short, n_inputs=fn.n_inputs
         )
         names = {h for h, on in zip((call_a, call_b), run, strict=True) if on for h in _helpers_in(h, defs)}
+        names = _with_deps(names, lib)
         for h in (h for h in HELPER_ORDER if h in names):
             out += ["", "", lib[h]]
         for d in defs.values():
@@ -757,6 +758,19 @@ def _helpers_in(expr: str, defs: dict[str, list[str]]) -> set[str]:
     """The repro_lib helpers ``expr`` calls (through a straight-line side's ``def``, if it is one)."""
     text = "\n".join(defs[expr][1:]) if expr in defs else expr  # its first line names the twins in a comment
     return {h for h in HELPER_ORDER if re.search(rf"\b{h}\(", text)}
+
+
+def _with_deps(names: set[str], lib: dict[str, str]) -> set[str]:
+    """``names`` and every repro_lib helper they call, transitively (``vjp_ones`` calls ``_nums``, ``_replace_arg``
+    and ``_result``): a compact repro that left them out raised the same NameError on both sides, which reads
+    as agreement."""
+    todo, out = list(names), set(names)
+    while todo:
+        for h in _helpers_in(lib[todo.pop()], {}):
+            if h not in out:
+                out.add(h)
+                todo.append(h)
+    return out
 
 
 def _side_forms(

@@ -94,3 +94,36 @@ def test_scripts_compiled_block_by_block_run_as_the_whole_script() -> None:
     # a split inside a string literal does not compile; the script is then compiled whole
     text = 'S = """a\n\n\nb"""\n\n\nX = S.count("\\n")\n'
     assert len(_compiled(text, "x")) == 1
+
+
+def test_compact_repro_defines_every_helper_its_helpers_call():
+    # run23's promise_broken-c04725ecbf: vjp_ones with tuple argnums calls _nums, _replace_arg and _result;
+    # the compact repro left them out, both sides raised the same NameError, and that read as agreement
+    import ast
+    import json
+    from pathlib import Path
+
+    from fuzzer.codegen.render import render
+    from fuzzer.ir.serde import case_from_json
+    from fuzzer.judge.execute import Outcome, Side
+    from fuzzer.publish.findings import expect_of
+
+    data = Path(__file__).parents[1] / "data" / "tuple_argnums_vjp_ones_case.json"
+    case = case_from_json(json.loads(data.read_text(encoding="utf-8")))
+    error = "NotImplementedError: You must implement the jvp function @ torch/autograd/function.py:jvp"
+    outcome = Outcome(
+        "promise_broken", Side(None, "NotImplementedError", "You must implement"), Side("0", None, None), 0
+    )
+    src = render(
+        case,
+        header=["x"],
+        oracle="compiled_vs_eager",
+        style="repro",
+        expect=expect_of("promise_broken", outcome, error),
+    )
+    tree = ast.parse(src)
+    defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+    called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    assert "vjp_ones" in called
+    missing = {c for c in called if c.startswith("_") or c.endswith("_ones")} - defined
+    assert not missing, missing

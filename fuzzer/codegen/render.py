@@ -510,8 +510,7 @@ def render(
         call_a, call_b, defs = _side_forms(
             fc_expr, cg_expr, run, lib, straight=expect.straight and short, n_inputs=fn.n_inputs
         )
-        names = {h for h, on in zip((call_a, call_b), run, strict=True) if on for h in _helpers_in(h, defs)}
-        names = _with_deps(names, lib)
+        names = {h for h, on in zip((call_a, call_b), run, strict=True) if on for h in _helpers_in(h, defs, lib)}
         for h in (h for h in HELPER_ORDER if h in names):
             out += ["", "", lib[h]]
         for d in defs.values():
@@ -754,20 +753,17 @@ def _straight_line(expr: str, name: str, n_inputs: int = 1) -> list[str] | None:
     return [f"def {name}({', '.join(params)}):  # {expr}", *body]
 
 
-def _helpers_in(expr: str, defs: dict[str, list[str]]) -> set[str]:
-    """The repro_lib helpers ``expr`` calls (through a straight-line side's ``def``, if it is one)."""
+def _helpers_in(expr: str, defs: dict[str, list[str]], lib: dict[str, str]) -> set[str]:
+    """The repro_lib helpers ``expr`` calls (through a straight-line side's ``def``, if it is one), and those
+    they call in turn (``vjp_ones`` calls ``_nums``, ``_replace_arg`` and ``_result``: a compact repro that
+    left them out raised the same NameError on both sides, which reads as agreement)."""
     text = "\n".join(defs[expr][1:]) if expr in defs else expr  # its first line names the twins in a comment
-    return {h for h in HELPER_ORDER if re.search(rf"\b{h}\(", text)}
-
-
-def _with_deps(names: set[str], lib: dict[str, str]) -> set[str]:
-    """``names`` and every repro_lib helper they call, transitively (``vjp_ones`` calls ``_nums``, ``_replace_arg``
-    and ``_result``): a compact repro that left them out raised the same NameError on both sides, which reads
-    as agreement."""
-    todo, out = list(names), set(names)
+    todo = [h for h in HELPER_ORDER if re.search(rf"\b{h}\(", text)]
+    out = set(todo)
     while todo:
-        for h in _helpers_in(lib[todo.pop()], {}):
-            if h not in out:
+        source = lib[todo.pop()]
+        for h in HELPER_ORDER:
+            if h not in out and re.search(rf"\b{h}\(", source):
                 out.add(h)
                 todo.append(h)
     return out
@@ -790,7 +786,7 @@ def _side_forms(
     for a, da in forms[0]:
         for b, db in forms[1]:
             defs = {k: v for k, v in ((a, da), (b, db)) if v is not None}
-            used = {h for e, on in zip((a, b), run, strict=True) if on for h in _helpers_in(e, defs)}
+            used = {h for e, on in zip((a, b), run, strict=True) if on for h in _helpers_in(e, defs, lib)}
             size = sum(lib[h].count("\n") + 1 for h in used) + sum(len(v) for v in defs.values())
             if best is None or size < best[0]:
                 best = (size, a, b, defs)

@@ -170,9 +170,9 @@ def memory(history: list[list[float]]) -> dict[str, Any] | None:
     if len(later) < 2:
         return None
     first, last = later[0], later[-1]
-    return {
-        "first": {"elapsed": first[0], "workers_mib": first[2]},
-        "last": {"elapsed": last[0], "workers_mib": last[2]},
+    return {  # each worker's RSS where the run recorded it (runs before per-worker samples: None)
+        "first": {"elapsed": first[0], "workers_mib": first[2], "each_mib": first[3] if len(first) > 3 else None},
+        "last": {"elapsed": last[0], "workers_mib": last[2], "each_mib": last[3] if len(last) > 3 else None},
         "growth": round(last[2] / first[2] - 1.0, 4) if first[2] else None,
     }
 
@@ -306,12 +306,20 @@ def main(argv: list[str] | None = None) -> int:
             f"{m['first']['workers_mib']:.0f} ({m['first']['elapsed']:.0f} s), "
             f"{m['last']['workers_mib']:.0f} ({m['last']['elapsed']:.0f} s): {100 * (m['growth'] or 0):+.1f} %",
         )
+        if m["first"]["each_mib"] and m["last"]["each_mib"]:
+            each = zip(m["first"]["each_mib"], m["last"]["each_mib"], strict=False)
+            t.add_row(
+                "each worker's RSS MiB: 1 min in -> last",
+                ", ".join(
+                    f"slot {i}: {a:.0f} -> {b:.0f} ({100 * (b / a - 1):+.1f} %)" for i, (a, b) in enumerate(each)
+                ),
+            )
     if result.get("queue"):
         q = result["queue"]
         t.add_row("shrink jobs queued: max, last", f"{q['max_queued']}, {q['last_queued']}")
     history = result.get("rss_history_2_workers") or (result.get("run") or {}).get("rss_history") or []
     if history:
-        totals = [d + w for _, d, w in history]
+        totals = [h[1] + h[2] for h in history]
         t.add_row(
             "RSS MiB driver+workers: first, last, peak",
             f"{totals[0]:.0f}, {totals[-1]:.0f}, {max(totals):.0f} ({len(totals)} samples)",

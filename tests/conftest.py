@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 from pathlib import Path
@@ -23,6 +24,17 @@ settings.register_profile(
     database=None,
 )
 settings.load_profile("affuzz-tests")
+
+
+def _quiet_at_exit() -> None:
+    """Dynamo's cleanup callbacks of the compiled tests run at interpreter exit, after pytest gave the
+    default ``sys.unraisablehook`` back: the same filter as a worker's (NOTE [compiled cases])."""
+    from fuzzer.judge.execute import quiet_dynamo_cleanup
+
+    sys.unraisablehook = quiet_dynamo_cleanup(sys.unraisablehook)
+
+
+atexit.register(_quiet_at_exit)
 
 
 @pytest.fixture

@@ -98,7 +98,8 @@ class Campaign:
         self._resumed = resume is not None
         self.elapsed: float | None = None  # the campaign's length, once it has stopped
         self.startup_seconds: float | None = None  # until the first worker answered (spawn, imports)
-        self.rss_history: list[list[float]] = []  # [elapsed, driver MiB, workers MiB], every rss_interval s
+        # [elapsed, driver MiB, workers MiB (sum), [each worker's MiB, by slot]], every rss_interval s
+        self.rss_history: list[list] = []
         # [elapsed, jobs queued, jobs running, shrink core-seconds so far], every stats_interval s
         self.queue_history: list[list[float]] = []
         # [elapsed, cases, buckets, verified buckets], every stats_interval s (the report's plots)
@@ -527,7 +528,12 @@ class Campaign:
             if now - last_rss >= c.rss_interval and all(s.rss_mb for s in self.slots):
                 last_rss = now
                 self.rss_history.append(
-                    [round(self.stats.elapsed, 1), round(rss_mb(), 1), round(sum(s.rss_mb for s in self.slots), 1)]
+                    [
+                        round(self.stats.elapsed, 1),
+                        round(rss_mb(), 1),
+                        round(sum(s.rss_mb for s in self.slots), 1),
+                        [round(s.rss_mb, 1) for s in self.slots],
+                    ]
                 )
             if self._dirty and now - last_state >= 2.0:
                 last_state = now

@@ -31,7 +31,7 @@ from ..ir.case import Case
 from ..ir.features import features
 from ..ir.oracles import COMPILED, applicable
 from ..ir.verdicts import ERROR_VERDICTS, FINDING_VERDICTS
-from ..judge.execute import Outcome, record_torch_state, torch_state_changes, triage_source
+from ..judge.execute import COMPILED_TRIAGE, Outcome, record_torch_state, torch_state_changes, triage_source
 from ..judge.judge import Judge, Judgement
 from ..triage.buckets import KnownBuckets, RawFinding, error_bucket_id, quick_key
 from ..triage.shrink import Goal, Shrinker
@@ -277,7 +277,9 @@ class Worker:
         outcome = self._judge(shrunk, goal.oracle).outcome
         assert outcome is not None
         triage = None
-        if goal.verdict == "value_mismatch":
+        if goal.verdict == "value_mismatch" and goal.oracle == COMPILED:
+            triage = COMPILED_TRIAGE  # NOTE [compiled mode]: eager is the reference by the oracle's definition
+        elif goal.verdict == "value_mismatch":
             label, detail = triage_source(render(shrunk, oracle=goal.oracle))
             triage = (label, detail[:500])
         return JobResult(

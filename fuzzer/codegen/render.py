@@ -516,7 +516,7 @@ def render(
         for d in defs.values():
             out += ["", "", *d]
         sides = ((fc_expr, call_a, fc_grad), (cg_expr, call_b, grad_b_main))
-        return "\n".join(out + _compact_tail(case, expect, style, *sides))
+        return "\n".join(out + _compact_tail(case, expect, style, *sides, compiled=oracle == COMPILED))
     out += ["", "", ERRORS_LINE]
     if not full:
         out += ["", "", *_outcome(case)]
@@ -599,7 +599,13 @@ _INLINE_INPUTS = 160
 
 
 def _compact_tail(
-    case: Case, expect: Expect, style: str, side_a: tuple[str, str, bool], side_b: tuple[str, str, bool]
+    case: Case,
+    expect: Expect,
+    style: str,
+    side_a: tuple[str, str, bool],
+    side_b: tuple[str, str, bool],
+    *,
+    compiled: bool = False,
 ) -> list[str]:
     """NOTE [repro styles]: the two sides and their comparison in a few lines.
 
@@ -610,7 +616,9 @@ def _compact_tail(
     modes raise the documented error for an input returned as-is and saved), otherwise
     ``torch.testing.assert_close`` decides. An error finding runs only the side whose error names its
     bucket (NOTE [the repro shows the bucket] in :mod:`fuzzer.publish.findings`), uncaught:
-    exit 1 with that traceback while it raises, 0 once it returns."""
+    exit 1 with that traceback while it raises, 0 once it returns. ``compiled`` (side B is torch.compile of
+    side A, NOTE [compiled mode]): ``assert_close(b, a)``, so the failure message calls eager's value
+    "Expected" and the compiled one "Actual"."""
     # the inputs written into each call (fresh for each side) where they fit on its line, else inputs()
     inline = sum(len(x) + 2 for x in _input_exprs(case, ", requires_grad=True")) <= _INLINE_INPUTS
     sides = []
@@ -635,7 +643,9 @@ def _compact_tail(
             f"b = outcome({_call_args(sides[1][1])})",
             f'print(f"{sides[0][0]}:\\n{{a!r}}\\n{sides[1][0]}:\\n{{b!r}}")',
             "if not (isinstance(a, Exception) and repr(a) == repr(b)):  # one same error on both sides: they agree",
-            "    torch.testing.assert_close(a, b)  # fails (exit 1) while the two disagree",
+            "    torch.testing.assert_close(b, a)  # compiled vs eager: fails (exit 1) while the two disagree"
+            if compiled
+            else "    torch.testing.assert_close(a, b)  # fails (exit 1) while the two disagree",
         ]
         if expect.promise:  # NOTE [promises]: a value where the other side raises the promised error
             body[-1:-1] = [f"    assert isinstance(a, Exception) == isinstance(b, Exception), {PROMISE_MESSAGE!r}"]

@@ -235,6 +235,7 @@ def _prepare_compiler() -> None:
     config = torch._dynamo.config
     if hasattr(config, "fail_on_recompile_limit_hit"):
         config.fail_on_recompile_limit_hit = True
+    sys.unraisablehook = quiet_dynamo_cleanup(sys.unraisablehook)
     for name in (
         "torch._dynamo",
         "torch._inductor",
@@ -244,6 +245,30 @@ def _prepare_compiler() -> None:
         "torch.fx",
     ):
         logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def quiet_dynamo_cleanup(hook: Callable[[Any], object]) -> Callable[[Any], object]:
+    """``sys.unraisablehook`` without one message: Dynamo's ``CleanupHook`` (a weakref callback that
+    deletes a global it installed, e.g. ``__builtins_dict___3``) raising ``KeyError`` when the global is gone
+    already, as at interpreter exit once module dicts are torn down (one message per compiled frame of the
+    process's life). Nothing of a case's outcome is in it; every other unraisable exception still reaches
+    ``hook``."""
+
+    def quiet(unraisable: Any) -> object:
+        tb = unraisable.exc_traceback
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        code = tb.tb_frame.f_code if tb is not None else None
+        if (
+            unraisable.exc_type is KeyError
+            and code is not None
+            and code.co_name == "__call__"
+            and code.co_filename.endswith(("_dynamo/utils.py", "_dynamo\\utils.py"))
+        ):
+            return None
+        return hook(unraisable)
+
+    return quiet
 
 
 def reset_compiler() -> None:
@@ -528,7 +553,15 @@ def _hang(ns: dict[str, Any], timeout: float | None) -> Outcome:
     )
 
 
-TRIAGE_LABELS = ("functorch_wrong", "reference_wrong", "both_wrong", "undetermined")
+TRIAGE_LABELS = ("functorch_wrong", "reference_wrong", "both_wrong", "compiled_wrong", "undetermined")
+
+#: The triage of a compiled_vs_eager value finding (NOTE [compiled mode]): both sides run the same rules of
+#: the same Function, so whatever the mathematics, torch.compile should return what eager returns; no
+#: finite-difference check can overrule that (a deliberately non-exact custom rule is the common case).
+COMPILED_TRIAGE = (
+    "compiled_wrong",
+    "torch.compile changed what the same program computes eagerly (eager runs the same rules: it is the reference)",
+)
 
 
 def triage_source(source: str, name: str = "<affuzz triage>") -> tuple[str, str]:

@@ -106,6 +106,8 @@ TRIAGE_TEXT = {
     "functorch_wrong": "Central finite differences of the forward (float64) agree with side B: {a} is the wrong side.",
     "reference_wrong": "Central finite differences of the forward (float64) agree with side A: {b} is the wrong side.",
     "both_wrong": "Central finite differences of the forward (float64) agree with neither side.",
+    "compiled_wrong": "The eager side is the reference: torch.compile should not change what a program computes, "
+    "so {b} (compiled) is the wrong side.",
 }
 
 
@@ -425,7 +427,7 @@ def _expected(bucket: BucketData, s: Sides) -> str:
             text += " Which side is wrong was not determined" + (
                 " (the finite-difference check could not decide)." if triage == "undetermined" else "."
             )
-        if record.get("triage_detail"):
+        if record.get("triage_detail") and triage != "compiled_wrong":  # that one's detail is the sentence above
             text += f" ({record['triage_detail']})"
         return text
     if verdict == "structure_mismatch":

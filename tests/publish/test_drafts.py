@@ -220,6 +220,7 @@ def test_labels() -> None:
         ("functorch_wrong", "`torch.func.grad` (torch.func) is the wrong side"),
         ("reference_wrong", "`autograd.grad(create_graph=True)` is the wrong side"),
         ("both_wrong", "agree with neither side"),
+        ("compiled_wrong", "`autograd.grad(create_graph=True)` (compiled) is the wrong side"),
         ("undetermined", "Which side is wrong was not determined"),
         (None, "Which side is wrong was not determined"),
     ],

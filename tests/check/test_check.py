@@ -19,9 +19,23 @@ MODULE = "tests.check.three_functions"
 
 @pytest.fixture(scope="module")
 def three(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict, Path]:
+    """Every stack of depth <= 2 of the three Functions, eagerly (the compiled oracle: ``compiled`` below,
+    on fewer stacks: a compiled stack costs about 50 eager ones)."""
     out = tmp_path_factory.mktemp("check3")
-    code = main(["check", MODULE, "--out", str(out)])
+    code = main(["check", MODULE, "--compile-backend", "none", "--out", str(out)])
     return code, json.loads((out / "check.json").read_text()), out
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """``affuzz check`` with its default compiled oracle (aot_eager) on the first 8 stacks (every depth-1
+    stack: jvp, jacfwd, vmap among them) of the two Functions with a wrong rule."""
+    summaries = {}
+    for name in ("SinWrongJvp", "CenterWrongVmap"):
+        out = tmp_path_factory.mktemp(f"check-{name}")
+        main(["check", f"{MODULE}:{name}", "--max-cases", "8", "--out", str(out)])
+        (summaries[name],) = json.loads((out / "check.json").read_text())["targets"]
+    return summaries
 
 
 def _target(summary: dict, name: str) -> dict:
@@ -49,17 +63,25 @@ def test_each_function_is_reported_as_what_it_is(three) -> None:
     assert sin["rules"]["backward_vs_fd"]["verdict"] == "consistent"
     # comparisons of torch that would go through the wrong jvp on one side only are not torch's findings
     assert sin["stacks"]["jacrev_vs_jacfwd"] == {"not_applicable": sum(sin["stacks"]["jacrev_vs_jacfwd"].values())}
-    # compiled, Dynamo drops the jvp staticmethod (it traces forward's derivative): where the jvp is wrong,
-    # compiled_vs_eager sees it, a finding of torch (the compiled side must run the Function's own rule)
-    compiled = [f for f in sin["findings"] if f["oracle"] == "compiled_vs_eager"]
-    assert compiled and all(f["kind"] == "torch" for f in compiled)
-    assert any(f["verdict"] == "value_mismatch" and "jvp" in f["transforms"] for f in compiled)
-    assert sin["stacks"]["compiled_vs_eager"].get("consistent", 0) > 0  # stacks that never call the jvp agree
-    # the wrong vmap rule: that rule's finding, and no torch finding that goes through it (compiled or not)
+    # the wrong vmap rule: that rule's finding, and no torch finding that goes through it
     assert [(f["kind"], f["oracle"]) for f in center["findings"]] == [("function", "vmap_rule_vs_loop")]
     assert center["stacks"]["vmap_vs_loop"].get("not_applicable", 0) > 0
     for t in (cube, sin, center):
         assert all(f["reproduced"] for f in t["findings"])
+        assert "compiled_vs_eager" not in t["stacks"]  # --compile-backend none
+
+
+def test_compiled_the_dropped_jvp_is_torchs_finding_and_the_wrong_vmap_rule_is_not(compiled) -> None:
+    """NOTE [check oracles]: compiled, Dynamo drops the jvp staticmethod (it traces forward's derivative):
+    where the jvp is wrong, compiled_vs_eager sees it, a finding of torch (the compiled side must run the
+    Function's own rule); the wrong vmap rule gives no compiled finding (both sides run the same rule)."""
+    sin, center = compiled["SinWrongJvp"], compiled["CenterWrongVmap"]
+    found = [f for f in sin["findings"] if f["oracle"] == "compiled_vs_eager"]
+    assert found and all(f["kind"] == "torch" and f["reproduced"] for f in found)
+    assert any(f["verdict"] == "value_mismatch" and "jvp" in f["transforms"] for f in found)
+    assert sin["stacks"]["compiled_vs_eager"].get("consistent", 0) > 0  # stacks that never call the jvp agree
+    assert [(f["kind"], f["oracle"]) for f in center["findings"]] == [("function", "vmap_rule_vs_loop")]
+    assert sum(center["stacks"]["compiled_vs_eager"].values()) == 8
 
 
 def test_findings_are_kept_apart_and_repros_stand_alone(three) -> None:

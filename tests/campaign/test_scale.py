@@ -114,7 +114,20 @@ def _wait_for(predicate, timeout: float) -> None:
 
 def test_kill_9_of_the_driver_then_resume_loses_nothing(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "fuzzer", "run", "--duration", "120", "--workers", "2", "--seed", "3", "--compile-share", "0"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "fuzzer",
+        "run",
+        "--duration",
+        "120",
+        "--workers",
+        "2",
+        "--seed",
+        "3",
+        "--compile-share",
+        "0",
+    ]
     proc = subprocess.Popen([*cmd, "--out", str(out)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
 

@@ -137,3 +137,28 @@ def test_only_dynamos_cleanup_key_error_is_kept_off_stderr() -> None:
     for u in others:
         quiet(u)
     assert seen == others
+
+
+def test_a_reset_leaves_no_guard_finalizer_and_no_metric_edits() -> None:
+    """NOTE [guard finalizers]: after compiled cases and a reset, Dynamo keeps no guard manager alive
+    through a finalizer on a long-lived object, and its metrics context no traceback per edit."""
+    import weakref
+
+    import torch
+
+    from fuzzer.judge.execute import reset_compiler
+
+    Judge()(_case("blocked"), COMPILED)
+    torch.compile(torch.func.grad(torch.sin), backend="eager")(torch.tensor(1.0))  # guards on torch.func.grad
+    reset_compiler()
+
+    def invalidators() -> int:
+        infos = (f.peek() for f in list(weakref.finalize._registry))
+        return sum(
+            getattr(getattr(i[1], "func", None), "__qualname__", "") == "CheckFunctionManager.invalidate"
+            for i in infos
+            if i is not None
+        )
+
+    assert invalidators() == 0
+    assert not getattr(torch._dynamo.utils.get_metrics_context(), "_edits", [])

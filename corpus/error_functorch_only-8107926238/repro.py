@@ -12,8 +12,7 @@ class Fn(torch.autograd.Function):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        (x0,) = inputs
-        ctx.save_for_backward(x0.detach())
+        ctx.save_for_backward(inputs[0].detach())
 
     @staticmethod
     def backward(ctx, g0, g1):

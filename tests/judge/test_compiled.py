@@ -162,3 +162,21 @@ def test_a_reset_leaves_no_guard_finalizer_and_no_metric_edits() -> None:
 
     assert invalidators() == 0
     assert not getattr(torch._dynamo.utils.get_metrics_context(), "_edits", [])
+
+
+def test_a_torch_func_transform_of_a_compiled_function_promises_nothing() -> None:
+    """NOTE [torch.func of a compiled function]: torch.func.grad(torch.compile(f)) is documented as not
+    working; backend eager lets it through, and the dropped custom backward there is expected, not a finding
+    (the same Function compiled around the transform is: test above)."""
+    from fuzzer.ir.serde import load
+
+    # a legacy Function (forward takes ctx, no setup_context) under torch.func.grad: eager raises the
+    # documented "must override the setup_context staticmethod"; compiled inside, Dynamo wraps it in its
+    # ApplyTemplate and returns a value (found as promise_broken-1446fc9ba1; hand-checked: intended)
+    case = load(str(Path(__file__).parents[1] / "data" / "func_of_compiled_promise_case.json"))
+    assert case.compile is not None and case.compile.placement == "inside"
+    j = Judge()(case, COMPILED)
+    assert (j.verdict, j.reason) == ("expected", "func_transform_of_compiled_function"), (j.verdict, j.fingerprint)
+    assert j.outcome is not None and not j.outcome.functorch.ok and j.outcome.reference.ok
+    around = Judge()(replace(case, compile=replace(case.compile, placement="around")), COMPILED)
+    assert around.verdict != "expected" or around.reason != "func_transform_of_compiled_function"

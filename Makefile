@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= 2.13.0
 DURATION ?= 60
+# seconds the short campaign waits at its end for queued shrinks (the rest are published unshrunk,
+# still verified): compiled findings shrink slowly, and make fuzz stays a one-minute command
+GRACE ?= 20
 SEED ?=
 OUT ?= reports/latest
 BIN := $(VENV)/bin
@@ -15,7 +18,7 @@ OLD_TORCH_PY := .venvs/torch-2.0.1/bin/python
 .DEFAULT_GOAL := help
 
 help:
-	@echo "make fuzz                 set up .venv if needed, run a $(DURATION) s campaign, print its summary ($(OUT)/)"
+	@echo "make fuzz                 set up .venv if needed, run a $(DURATION) s campaign (+ up to $(GRACE) s of shrinking), print its summary ($(OUT)/)"
 	@echo "make test                 set up .venv if needed, run the test suite"
 	@echo "make lint                 ruff check + format check + import-linter layer contracts (pyproject.toml)"
 	@echo "make bench                campaign throughput (overhead over bare torch, cases/s per core, 2-worker speed-up, RSS, profile),"
@@ -35,7 +38,7 @@ setup: $(BIN)/.installed
 
 fuzz: setup
 	rm -rf $(OUT)
-	$(BIN)/affuzz run --duration $(DURATION) --out $(OUT) $(if $(SEED),--seed $(SEED))
+	$(BIN)/affuzz run --duration $(DURATION) --shrink-grace $(GRACE) --out $(OUT) $(if $(SEED),--seed $(SEED))
 
 test: setup
 	$(BIN)/python -m pytest -q

@@ -63,8 +63,15 @@ RECOMPILE_LIMIT = "compile_recompile_limit"
 # An error PyTorch calls a bug of its own (torch_bug_error, an internal assert) is still a finding.
 FUNC_OF_COMPILED = "func_transform_of_compiled_function"
 #: What no documentation promises there (a hang, a crash or an internal assert stays a finding).
-_UNPROMISED = ("value_mismatch", "structure_mismatch", "error_functorch_only", "error_reference_only")
-_UNPROMISED += ("different_errors", "promise_broken", "slow")
+_UNPROMISED = (
+    "value_mismatch",
+    "structure_mismatch",
+    "error_functorch_only",
+    "error_reference_only",
+    "different_errors",
+    "promise_broken",
+    "slow",
+)
 
 
 @dataclass(frozen=True)

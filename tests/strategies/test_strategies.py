@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from hypothesis import find, given, settings
+from hypothesis import find, given, seed, settings
 from hypothesis.errors import InvalidArgument
 
 from fuzzer.codegen.render import render
@@ -121,19 +121,25 @@ def test_vocabulary_is_covered() -> None:
     batched = 0
 
     # the rarest tag (jvp_alias: a jvp rule, a shift node of an input, a rare feature, then a RARELY
-    # draw) comes about once in 430 cases (14 in 6,000 measured): 1,200 cases miss it one run in 16. So
-    # cases are drawn in rounds of 600 until every tag was seen, at most 6,000 (a miss: about e^-14)
-    @settings(max_examples=600, database=None)
-    @given(cases())
-    def collect(case: Case) -> None:
-        nonlocal batched
-        tags.update(features(case))
-        names.update(t.name for t in case.transforms)
-        batched += bool(batch_sizes(case))
+    # draw) comes about once in 600 cases, and Hypothesis's draws are clumped, not independent: ten
+    # unseeded rounds of 600 missed it in CI (per-round counts measured 1,0,0,0,5,2,2,0,0,0). So each
+    # round has its own fixed seed: the test is deterministic and stops at the first round that has seen
+    # every tag (seed 0 does today; a change of the strategies that makes a tag unreachable still fails).
+    def collect(k: int) -> None:
+        @seed(k)
+        @settings(max_examples=600, database=None)
+        @given(cases())
+        def draw(case: Case) -> None:
+            nonlocal batched
+            tags.update(features(case))
+            names.update(t.name for t in case.transforms)
+            batched += bool(batch_sizes(case))
+
+        draw()
 
     expressible = [t for t in ALL_FEATURES if t not in RESERVED]
-    for _ in range(10):
-        collect()
+    for k in range(10):
+        collect(k)
         if set(expressible) <= set(tags):
             break
     assert set(expressible) <= set(tags), set(expressible) - set(tags)

@@ -21,8 +21,10 @@ worker dies, the driver records a ``crash`` (or, when it went silent past the ha
 killed, a ``hang``) finding with the case it was running, starts a new worker in its slot and re-runs
 the lost command's positions without that case. Workers are recycled after
 ``recycle_cases`` cases or above ``max_rss_mb``. When the campaign ends (duration, case limit, SIGINT
-or SIGTERM; a second signal cuts the grace short), queued jobs get ``shrink_grace`` seconds; the rest
-are published unshrunk, still verified, with ``"skipped"`` in their ``shrink`` record.
+or SIGTERM; a second signal cuts the grace short), queued jobs get ``shrink_grace`` seconds, the
+cheapest first (a torch.func finding's shrink takes seconds, a compiled one's tens: NOTE [compile
+share]), so that the grace shrinks as many findings as it can; the rest are published unshrunk, still
+verified, with ``"skipped"`` in their ``shrink`` record.
 
 With ``workers=0`` everything runs in this process, one case per command, each job right after the case
 that found it: the cases, verdicts and buckets of a seed repeat exactly (tests rely on it).

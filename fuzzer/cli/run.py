@@ -150,7 +150,7 @@ def command(args: argparse.Namespace) -> int:
     from ..campaign.config import CampaignConfig
     from ..campaign.driver import Campaign
     from ..campaign.state import load_state
-    from ..publish.drafts import write_drafts
+    from ..publish.drafts import EnvProbe, write_drafts
     from ..publish.html import write_html
     from ..publish.report import LiveView, summary_table, write_report
 
@@ -225,9 +225,13 @@ def command(args: argparse.Namespace) -> int:
         f"{len(campaign.slots)} {campaign.transport} worker{'s' if len(campaign.slots) != 1 else ''}, writing to {out}",
         highlight=False,
     )
+    env = EnvProbe(config.verify_python)  # the drafts' Versions section, collected beside the campaign
     try:
         with LiveView(console) as view:
             campaign.run(on_tick=lambda c: view.tick(c.live()))
+    except BaseException:
+        env.close()
+        raise
     finally:
         if config.ray:
             import ray
@@ -236,7 +240,7 @@ def command(args: argparse.Namespace) -> int:
     summary = campaign.summary()
     write_report(out, summary)
     html = write_html(out)  # after summary.json: the report of a finished run
-    drafts = write_drafts(out, python=config.verify_python)
+    drafts = write_drafts(out, python=config.verify_python, env=env)
     console.print(summary_table(summary))
     verified = sum(b["status"] == "verified" for b in summary["buckets"])
     console.print(

@@ -353,40 +353,72 @@ def labels(bucket: BucketData, s: Sides | None = None) -> list[str]:
 # ---------------------------------------------------------------------------------------------- Versions
 
 
-def collect_env(python: str, timeout: float = COLLECT_ENV_TIMEOUT) -> str:
-    """The ``### Versions`` text: ``python -m torch.utils.collect_env``'s output, or what it printed before
-    it failed or timed out, and a line saying so."""
-    try:
-        proc = subprocess.Popen(
-            [python, "-m", "torch.utils.collect_env"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            start_new_session=True,  # its children (pip, nvidia-smi) die with it on a timeout
-        )
-    except OSError as e:
-        return f"(`{python} -m torch.utils.collect_env` could not be started: {e.strerror or e})"
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
+class EnvProbe:
+    """``python -m torch.utils.collect_env`` started now, read later: ``affuzz run`` starts it with the
+    campaign, so its ~2.6 s (pip, lscpu, nvidia-smi) run beside the fuzzing instead of after it; the
+    machine and the packages it describes are those the campaign ran on."""
+
+    def __init__(self, python: str) -> None:
+        self.python = python
+        self._failed: str | None = None
+        self._text: str | None = None
+        try:
+            self._proc: subprocess.Popen[str] | None = subprocess.Popen(
+                [python, "-m", "torch.utils.collect_env"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                text=True,
+                start_new_session=True,  # its children (pip, nvidia-smi) die with it on a timeout
+            )
+        except OSError as e:
+            self._proc = None
+            self._failed = f"(`{python} -m torch.utils.collect_env` could not be started: {e.strerror or e})"
+
+    def result(self, timeout: float = COLLECT_ENV_TIMEOUT) -> str:
+        """The ``### Versions`` text: its output, or what it printed before it failed or ``timeout`` more
+        seconds passed, and a line saying so."""
+        if self._text is None:
+            self._text = self._failed if self._proc is None else self._wait(self._proc, timeout)
+        return self._text or ""
+
+    def _wait(self, proc: subprocess.Popen[str], timeout: float) -> str:
+        python = self.python
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self._kill(proc)
+            out, err = proc.communicate()
+            return (out or "").rstrip() + (
+                f"\n\n(`{python} -m torch.utils.collect_env` did not finish within {timeout:.0f} s; "
+                "the above is what it printed until then)"
+            )
+        if proc.returncode != 0:
+            last = next((line for line in reversed((err or "").splitlines()) if line.strip()), "")
+            return (out or "").rstrip() + (
+                f"\n\n(`{python} -m torch.utils.collect_env` failed with exit status {proc.returncode}"
+                + (f": {last.strip()}" if last else "")
+                + ")"
+            )
+        return (out or "").rstrip()
+
+    @staticmethod
+    def _kill(proc: subprocess.Popen[str]) -> None:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except OSError:
             pass
-        out, err = proc.communicate()
-        return (out or "").rstrip() + (
-            f"\n\n(`{python} -m torch.utils.collect_env` did not finish within {timeout:.0f} s; "
-            "the above is what it printed until then)"
-        )
-    if proc.returncode != 0:
-        last = next((line for line in reversed((err or "").splitlines()) if line.strip()), "")
-        return (out or "").rstrip() + (
-            f"\n\n(`{python} -m torch.utils.collect_env` failed with exit status {proc.returncode}"
-            + (f": {last.strip()}" if last else "")
-            + ")"
-        )
-    return (out or "").rstrip()
+
+    def close(self) -> None:
+        """Stop it if it is still running (nothing to draft, or the campaign failed)."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._kill(self._proc)
+            self._proc.communicate()
+
+
+def collect_env(python: str, timeout: float = COLLECT_ENV_TIMEOUT) -> str:
+    """The ``### Versions`` text (:class:`EnvProbe`, started and read at once)."""
+    return EnvProbe(python).result(timeout)
 
 
 def _versions_section(env: str, run: RunData) -> str:
@@ -593,20 +625,32 @@ def draft_plan(
     return to_draft, matched
 
 
-def write_drafts(out: Path, *, python: str | None = None, known: tuple[KnownIssue, ...] | None = None) -> list[Path]:
+def write_drafts(
+    out: Path,
+    *,
+    python: str | None = None,
+    known: tuple[KnownIssue, ...] | None = None,
+    env: EnvProbe | None = None,
+) -> list[Path]:
     """Write ``OUT/issues/<id>.md`` for every verified bucket not known upstream, and ``OUT/issues/README.md``
     (NOTE [issue drafts]); drafts of earlier calls that no longer apply are removed. ``python``: the
     interpreter whose ``collect_env`` goes under Versions (default: this one). ``known``: the known-issues
-    table (default: :mod:`.upstream`'s). Returns the drafts written (the index, always written, is not
+    table (default: :mod:`.upstream`'s). ``env``: a :class:`EnvProbe` started earlier (else one starts
+    here, where there is something to draft). Returns the drafts written (the index, always written, is not
     among them)."""
     run = load_run(out)
     to_draft, matched = draft_plan(run, known)
     issues = out / ISSUES_DIR
-    env = collect_env(python or sys.executable) if to_draft else ""
+    if to_draft:
+        versions = (env or EnvProbe(python or sys.executable)).result()
+    else:
+        versions = ""
+        if env is not None:
+            env.close()
     written: list[Path] = []
     titles: list[tuple[BucketData, str]] = []
     for b in to_draft:
-        text = draft(b, run, env, known)
+        text = draft(b, run, versions, known)
         path = issues / f"{b.id}.md"
         atomic_write_text(path, text)
         written.append(path)

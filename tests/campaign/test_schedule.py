@@ -4,8 +4,9 @@ worker gets."""
 from __future__ import annotations
 
 from fuzzer.campaign.protocol import Fuzz, Job
-from fuzzer.campaign.schedule import MAX_COMMAND_CASES, RAY_SPAN, Scheduler, Slot
+from fuzzer.campaign.schedule import MAX_COMMAND_CASES, RAY_SPAN, Scheduler, Slot, compiled_budget
 from fuzzer.ir.case import Case
+from fuzzer.ir.oracles import COMPILED
 from fuzzer.judge.execute import Outcome, Side
 from fuzzer.triage.buckets import KnownBucket, KnownBuckets, ShrinkJob
 from fuzzer.triage.shrink import Goal
@@ -14,8 +15,8 @@ from fuzzer.triage.signature import Signature
 KNOWN = KnownBuckets((KnownBucket("b", Goal("value_mismatch", "o", ()), ("grad",)),))
 
 
-def job(case: Case, verdict: str, name: str) -> ShrinkJob:
-    sig = Signature(verdict, "functorch_vs_create_graph", (name,), ())
+def job(case: Case, verdict: str, name: str, oracle: str = "functorch_vs_create_graph") -> ShrinkJob:
+    sig = Signature(verdict, oracle, (name,), ())
     outcome = Outcome(verdict, Side("0", None, None), Side("1", None, None), 0.0)
     return ShrinkJob(sig, Goal(verdict, sig.oracle, ()), case, outcome, b"", 1.0, 1)
 
@@ -78,6 +79,21 @@ def test_no_job_past_the_share_until_stopping_then_every_worker_shrinks(seed_cas
     assert ask(s, s.slots[1], stopping=True) is None  # nothing queued, no more fuzzing
     s.queue.append(job(seed_case, "value_mismatch", "c"))
     assert ask(s, s.slots[1], stopping=True, grace_over=True) is None
+
+
+def test_in_the_grace_the_cheapest_jobs_go_first(seed_case: Case) -> None:
+    """NOTE [campaign driver]: a compiled finding's shrink costs a compile per run; while fuzzing, silent
+    wrong results go first whatever their oracle (no starving), in the grace torch.func ones do."""
+    s = scheduler(2)
+    queued = [job(seed_case, "value_mismatch", "c", COMPILED), job(seed_case, "torch_bug_error", "t")]
+    s.queue += queued
+    running = ask(s, s.slots[0])
+    assert isinstance(running, Job) and running.goal.oracle == COMPILED and running.budget == compiled_budget(50)
+    s.queue.insert(0, job(seed_case, "value_mismatch", "d", COMPILED))
+    cheap = ask(s, s.slots[1], stopping=True)
+    assert isinstance(cheap, Job) and cheap.goal.oracle != COMPILED and "torch_bug_error" in cheap.id
+    s.slots[0].job = None
+    assert ask(s, s.slots[0], stopping=True).goal.oracle == COMPILED  # then the rest
 
 
 def test_fuzz_commands_split_the_cases_left_and_send_the_book_once(seed_case: Case) -> None:

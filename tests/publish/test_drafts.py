@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from fuzzer.publish.drafts import (
     LABEL_FORWARD_AD,
     LABEL_SILENT,
     TITLE_LIMIT,
+    EnvProbe,
     collect_env,
     draft,
     labels,
@@ -239,6 +241,7 @@ def test_versions_say_when_collect_env_saw_another_torch() -> None:
 
 
 def fake_python(tmp_path: Path, body: str) -> str:
+    tmp_path.mkdir(exist_ok=True)
     py = tmp_path / "python"
     py.write_text(f"#!{sys.executable}\nimport sys, time\n{body}\n")
     py.chmod(0o755)
@@ -253,6 +256,20 @@ def test_collect_env_failures_keep_what_it_printed(tmp_path: Path) -> None:
     slow = fake_python(tmp_path, "print('PyTorch version: 9.9', flush=True)\ntime.sleep(60)")
     text = collect_env(slow, timeout=1.0)
     assert text.startswith("PyTorch version: 9.9") and "did not finish within 1 s" in text
+
+
+def test_an_env_probe_started_early_is_what_the_drafts_say(run_out: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(run_out, out)
+    probe = EnvProbe(fake_python(tmp_path / "a", "print('PyTorch version: 9.9 (probed early)')"))
+    paths = write_drafts(out, env=probe)
+    assert paths and all("PyTorch version: 9.9 (probed early)" in p.read_text() for p in paths)
+    # nothing to draft: a probe still running is stopped, not waited for
+    slow = EnvProbe(fake_python(tmp_path / "b", "time.sleep(60)"))
+    t0 = time.monotonic()
+    (out / "summary.json").write_text(json.dumps({**summary(out), "buckets": []}))
+    assert write_drafts(out, env=slow) == []
+    assert time.monotonic() - t0 < 30 and slow._proc is not None and slow._proc.poll() is not None
 
 
 def test_side_b_of_a_torch_func_only_oracle_comes_from_the_case(tmp_path: Path) -> None:

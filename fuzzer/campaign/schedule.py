@@ -23,6 +23,10 @@ RAY_SPAN = 64
 COMPILED_SHRINK_FRACTION = 0.25
 
 
+#: Seconds a compiled finding's shrink job waits behind cheaper ones at most (NOTE [campaign driver]).
+COMPILED_PATIENCE = 300.0
+
+
 def compiled_budget(budget: int) -> int:
     return max(1, int(budget * COMPILED_SHRINK_FRACTION)) if budget else 0
 
@@ -99,6 +103,15 @@ class Scheduler:
         used = shrink_seconds + sum(now - s.job_started for s in self.slots if s.job is not None)
         return used <= self.shrink_share * elapsed * len(self.slots)
 
+    @staticmethod
+    def _order(job: ShrinkJob, *, stopping: bool, elapsed: float) -> tuple[bool, bool]:
+        """NOTE [campaign driver]: the cheapest first, then silent wrong results: a compiled finding's shrink
+        (tens of seconds) waits behind torch.func ones (seconds) unless it has waited
+        :data:`COMPILED_PATIENCE` seconds already (never in the grace, which shrinks as many as it can)."""
+        compiled = job.goal.oracle == COMPILED
+        defer = compiled and (stopping or elapsed - job.seconds_to_find < COMPILED_PATIENCE)
+        return defer, job.raw.verdict != "value_mismatch"
+
     def may_shrink(self, slot: Slot, *, stopping: bool, time_left: bool) -> bool:
         if stopping:
             return True
@@ -126,11 +139,7 @@ class Scheduler:
         time_left = self.shrink_time_left(shrink_seconds, elapsed, now)
         if self.queue and not grace_over and self.may_shrink(slot, stopping=stopping, time_left=time_left):
             slot.just_shrunk = True
-            # NOTE [campaign driver]: silent wrong results first; in the grace, the cheapest first
-            job = min(
-                self.queue,
-                key=lambda j: (stopping and j.goal.oracle == COMPILED, j.raw.verdict != "value_mismatch"),
-            )
+            job = min(self.queue, key=lambda j: self._order(j, stopping=stopping, elapsed=elapsed))
             self.queue.remove(job)
             slot.job, slot.job_started = job, now
             return Job(

@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import queue
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -247,9 +249,11 @@ def _run_staged(staged: Path, python: str, server: ForkServer | None) -> dict[st
 
 
 class Verifier:
-    """Verifies staged findings on one background thread (NOTE [the repro is what runs]); a verified
-    finding becomes its bucket's published one. The driver stages, submits and collects; nothing here
-    touches the bucket book except a bucket's ``status``, ``path`` and ``finding``."""
+    """Verifies staged findings on background threads (NOTE [the repro is what runs]), each with its own
+    fork server; a verified finding becomes its bucket's published one. One thread while the campaign
+    fuzzes (the cores are the workers'); :meth:`widen` adds threads once it stops, when findings published
+    unshrunk at the end of the grace all wait at once. The driver stages, submits and collects; nothing
+    here touches the bucket book except a bucket's ``status``, ``path`` and ``finding``."""
 
     def __init__(
         self,
@@ -263,21 +267,36 @@ class Verifier:
         self.python = python
         self.case_timeout = case_timeout
         self.log = log
-        self.server: ForkServer | None = None  # started by start(), used by the verification thread only
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="affuzz-verify")
+        self._tasks: queue.SimpleQueue[Callable[[ForkServer | None], None] | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
         self._futures: list[tuple[Bucket[Finding], Future[None]]] = []
 
     def start(self) -> None:
-        self.server = ForkServer(self.python)
+        self.widen(1)
+
+    def widen(self, threads: int) -> None:
+        """At least ``threads`` verification threads from now on."""
+        while len(self._threads) < threads:
+            t = threading.Thread(target=self._serve, name=f"affuzz-verify-{len(self._threads)}", daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    def _serve(self) -> None:
+        server = ForkServer(self.python)  # started on its first script
+        try:
+            while (task := self._tasks.get()) is not None:
+                task(server)
+        finally:
+            server.close()
 
     def submit(self, bucket: Bucket[Finding], finding: Finding) -> None:
-        """Stage ``finding`` and verify it on the thread; on success it becomes the bucket's published
+        """Stage ``finding`` and verify it on a thread; on success it becomes the bucket's published
         repro, on failure a pending bucket becomes ``unverified``."""
         staged = stage(self.out, finding)
         sig = bucket.signature
-        server = self.server
+        done: Future[None] = Future()
 
-        def verify() -> None:
+        def verify(server: ForkServer | None) -> None:
             try:
                 ok, path = verify_and_publish(
                     self.out, staged, finding, python=self.python, case_timeout=self.case_timeout, server=server
@@ -289,8 +308,10 @@ class Verifier:
                 bucket.status, bucket.path, bucket.finding = "verified", path, finding
             elif bucket.status == "pending":
                 bucket.status, bucket.path = "unverified", path
+            done.set_result(None)
 
-        self._futures.append((bucket, self._pool.submit(verify)))
+        self._futures.append((bucket, done))
+        self._tasks.put(verify)
 
     @property
     def pending(self) -> int:
@@ -305,6 +326,11 @@ class Verifier:
         return [b for b, _ in done]
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
-        if self.server is not None:
-            self.server.close()
+        """Verify what is queued, then stop the threads and their fork servers."""
+        if not self._threads and self._futures:
+            self.start()
+        for _ in self._threads:
+            self._tasks.put(None)
+        for t in self._threads:
+            t.join()
+        self._threads.clear()

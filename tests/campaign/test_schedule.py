@@ -4,7 +4,14 @@ worker gets."""
 from __future__ import annotations
 
 from fuzzer.campaign.protocol import Fuzz, Job
-from fuzzer.campaign.schedule import MAX_COMMAND_CASES, RAY_SPAN, Scheduler, Slot, compiled_budget
+from fuzzer.campaign.schedule import (
+    COMPILED_PATIENCE,
+    MAX_COMMAND_CASES,
+    RAY_SPAN,
+    Scheduler,
+    Slot,
+    compiled_budget,
+)
 from fuzzer.ir.case import Case
 from fuzzer.ir.oracles import COMPILED
 from fuzzer.judge.execute import Outcome, Side
@@ -81,19 +88,23 @@ def test_no_job_past_the_share_until_stopping_then_every_worker_shrinks(seed_cas
     assert ask(s, s.slots[1], stopping=True, grace_over=True) is None
 
 
-def test_in_the_grace_the_cheapest_jobs_go_first(seed_case: Case) -> None:
-    """NOTE [campaign driver]: a compiled finding's shrink costs a compile per run; while fuzzing, silent
-    wrong results go first whatever their oracle (no starving), in the grace torch.func ones do."""
-    s = scheduler(2)
-    queued = [job(seed_case, "value_mismatch", "c", COMPILED), job(seed_case, "torch_bug_error", "t")]
-    s.queue += queued
-    running = ask(s, s.slots[0])
-    assert isinstance(running, Job) and running.goal.oracle == COMPILED and running.budget == compiled_budget(50)
-    s.queue.insert(0, job(seed_case, "value_mismatch", "d", COMPILED))
-    cheap = ask(s, s.slots[1], stopping=True)
-    assert isinstance(cheap, Job) and cheap.goal.oracle != COMPILED and "torch_bug_error" in cheap.id
-    s.slots[0].job = None
-    assert ask(s, s.slots[0], stopping=True).goal.oracle == COMPILED  # then the rest
+def test_the_cheapest_jobs_go_first_and_a_compiled_one_waits_at_most_its_patience(seed_case: Case) -> None:
+    """NOTE [campaign driver]: a compiled finding's shrink costs a compile per run: it waits behind
+    torch.func ones, silent or not, for at most COMPILED_PATIENCE seconds; in the grace it always waits."""
+    s = scheduler(4)
+    s.queue += [job(seed_case, "value_mismatch", "c", COMPILED), job(seed_case, "torch_bug_error", "t")]
+    first = ask(s, s.slots[0], elapsed=100.0)  # both found at 1.0 s
+    assert isinstance(first, Job) and first.goal.oracle != COMPILED and "torch_bug_error" in first.id
+    late = ask(s, s.slots[1], elapsed=100.0)
+    assert isinstance(late, Job) and late.goal.oracle == COMPILED and late.budget == compiled_budget(50)
+    s.queue += [job(seed_case, "value_mismatch", "d", COMPILED), job(seed_case, "torch_bug_error", "u")]
+    s.slots[0].job = s.slots[1].job = None
+    s.slots[0].just_shrunk = s.slots[1].just_shrunk = False
+    waited = ask(s, s.slots[0], elapsed=1.0 + COMPILED_PATIENCE)  # waited its patience: its turn
+    assert isinstance(waited, Job) and waited.goal.oracle == COMPILED
+    s.queue.insert(0, job(seed_case, "value_mismatch", "e", COMPILED))
+    grace = ask(s, s.slots[1], elapsed=1.0 + COMPILED_PATIENCE, stopping=True)  # in the grace: cheapest
+    assert isinstance(grace, Job) and grace.goal.oracle != COMPILED
 
 
 def test_fuzz_commands_split_the_cases_left_and_send_the_book_once(seed_case: Case) -> None:

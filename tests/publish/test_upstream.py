@@ -39,11 +39,11 @@ EXPECTED: dict[str, tuple[int | None, tuple[str, ...]]] = {
     "value_mismatch-b5cf95d152": (None, ("#124550",)),  # G13
     "value_mismatch-b718dc0154": (96887, ()),  # S1, the seed
     "value_mismatch-ffc0c71408": (None, ()),  # G10
-    # compiled_vs_eager (C1-C4): meta.json links #193279, #192985 and #187284; not yet in the known-issues table
-    "value_mismatch-2afcbf95ae": (None, ()),  # C1
-    "promise_broken-c04725ecbf": (None, ()),  # C2
-    "torch_bug_error-05cedf6850": (None, ()),  # C3
-    "error-c4c8c8b810": (None, ()),  # C4
+    # compiled_vs_eager
+    "value_mismatch-2afcbf95ae": (193279, ()),  # C1
+    "promise_broken-c04725ecbf": (192985, ()),  # C2
+    "torch_bug_error-05cedf6850": (None, ()),  # C3 (looks new)
+    "error-c4c8c8b810": (187284, ()),  # C4
 }
 
 
@@ -203,7 +203,7 @@ def test_a_feature_ablation_cannot_make_essential_still_matches_among_the_case_f
 
 def test_the_table_says_state_and_evidence() -> None:
     table = load_known_issues()
-    assert {k.number for k in table if not k.related} == {197867, 178425, 96887, 90224}
+    assert {k.number for k in table if not k.related} == {197867, 178425, 96887, 90224, 193279, 192985, 187284}
     assert {k.number for k in table if k.related} == {90225, 71119, 90067, 124550, 999}
     for k in table:
         assert k.state in ("open", "closed") and k.evidence and k.summary
@@ -213,6 +213,21 @@ def test_the_table_says_state_and_evidence() -> None:
     assert by[178425].state_text == "closed, fixed in 2.14.1 by #178495"
     assert by[96887].state_text == "closed, fixed in 2.1.0 by #97212"
     assert by[999].ref == "pytorch/functorch#999" and by[90224].ref == "#90224"
+
+
+def test_compiled_value_buckets_are_known_only_around_a_transform_of_their_mode() -> None:
+    """#193279 (custom backward dropped) needs a reverse-mode transform, #192985 (custom jvp dropped) a
+    forward-mode one, both with the compile around the transform (the signature ends with backend/placement)."""
+
+    def compiled(transforms: list[str], placement: str) -> dict:
+        b = bucket("value_mismatch", "compiled_vs_eager", transforms, ["grad_unused"])
+        return {**b, "signature": f"{b['signature']}|aot_eager/{placement}"}
+
+    assert known_issue(compiled(["grad"], "around")).number == 193279
+    assert known_issue(compiled(["vmap", "jacrev"], "around")).number == 193279
+    assert known_issue(compiled(["jvp"], "around")).number == 192985
+    assert known_issue(compiled(["grad"], "plain")) is None  # torch.compile(f) under autograd: another path
+    assert known_issue(compiled(["vmap"], "around")) is None  # no derivative rule to drop
 
 
 def test_a_related_entry_never_makes_a_bucket_known() -> None:

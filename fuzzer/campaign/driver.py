@@ -5,9 +5,9 @@ only: what is the same bug is the book's to say, which command comes next the sc
 
 NOTE [campaign driver]
 The driver keeps every worker busy with one command at a time (NOTE [worker protocol]): a shrink job
-when one is queued (the cheapest first: a compiled finding's shrink, tens of seconds of compiles, waits
-behind torch.func ones, seconds each, for up to 5 minutes; then silent wrong results, value_mismatch,
-first; at most half the workers at once,
+when one is queued (silent wrong results, value_mismatch, first, then the cheapest: a compiled
+finding's shrink, tens of seconds of compiles, waits behind torch.func ones of its kind, seconds each,
+for up to 5 minutes; at most half the workers at once,
 never twice in a row on one worker, and only while shrink jobs have taken less than ``shrink_share``,
 default 1/4, of the worker time so far), else a slice of about ``slice_seconds`` of cases from the
 worker's stream. Shrinking thus runs on the same cores as fuzzing and under the same isolation, and on
@@ -23,8 +23,8 @@ worker dies, the driver records a ``crash`` (or, when it went silent past the ha
 killed, a ``hang``) finding with the case it was running, starts a new worker in its slot and re-runs
 the lost command's positions without that case. Workers are recycled after
 ``recycle_cases`` cases or above ``max_rss_mb``. When the campaign ends (duration, case limit, SIGINT
-or SIGTERM; a second signal cuts the grace short), queued jobs get ``shrink_grace`` seconds, the
-cheapest first whatever their wait, so that the grace shrinks as many findings as it can; the rest are published unshrunk, still
+or SIGTERM; a second signal cuts the grace short), queued jobs get ``shrink_grace`` seconds, in the
+same order but the cheapest first whatever their wait, so that it shrinks as many as it can; the rest are published unshrunk, still
 verified, with ``"skipped"`` in their ``shrink`` record.
 
 With ``workers=0`` everything runs in this process, one case per command, each job right after the case

@@ -105,12 +105,13 @@ class Scheduler:
 
     @staticmethod
     def _order(job: ShrinkJob, *, stopping: bool, elapsed: float) -> tuple[bool, bool]:
-        """NOTE [campaign driver]: the cheapest first, then silent wrong results: a compiled finding's shrink
-        (tens of seconds) waits behind torch.func ones (seconds) unless it has waited
-        :data:`COMPILED_PATIENCE` seconds already (never in the grace, which shrinks as many as it can)."""
+        """NOTE [campaign driver]: silent wrong results first, then the cheapest: a compiled finding's shrink
+        (tens of seconds of compiles) waits behind torch.func ones (seconds) of its kind unless it has
+        waited :data:`COMPILED_PATIENCE` seconds already (always in the grace, which shrinks as many as it
+        can); otherwise the oldest first."""
         compiled = job.goal.oracle == COMPILED
         defer = compiled and (stopping or elapsed - job.seconds_to_find < COMPILED_PATIENCE)
-        return defer, job.raw.verdict != "value_mismatch"
+        return job.raw.verdict != "value_mismatch", defer
 
     def may_shrink(self, slot: Slot, *, stopping: bool, time_left: bool) -> bool:
         if stopping:

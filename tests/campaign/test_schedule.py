@@ -88,21 +88,25 @@ def test_no_job_past_the_share_until_stopping_then_every_worker_shrinks(seed_cas
     assert ask(s, s.slots[1], stopping=True, grace_over=True) is None
 
 
-def test_the_cheapest_jobs_go_first_and_a_compiled_one_waits_at_most_its_patience(seed_case: Case) -> None:
-    """NOTE [campaign driver]: a compiled finding's shrink costs a compile per run: it waits behind
-    torch.func ones, silent or not, for at most COMPILED_PATIENCE seconds; in the grace it always waits."""
+def test_silent_results_first_then_the_cheapest_and_a_compiled_one_waits_at_most_its_patience(
+    seed_case: Case,
+) -> None:
+    """NOTE [campaign driver]: value_mismatch first, compiled or not; among jobs of one kind a compiled
+    finding's shrink (a compile per run) waits behind torch.func ones for at most COMPILED_PATIENCE
+    seconds, and always in the grace."""
     s = scheduler(4)
-    s.queue += [job(seed_case, "value_mismatch", "c", COMPILED), job(seed_case, "torch_bug_error", "t")]
+    s.queue += [job(seed_case, "torch_bug_error", "t"), job(seed_case, "value_mismatch", "c", COMPILED)]
     first = ask(s, s.slots[0], elapsed=100.0)  # both found at 1.0 s
-    assert isinstance(first, Job) and first.goal.oracle != COMPILED and "torch_bug_error" in first.id
-    late = ask(s, s.slots[1], elapsed=100.0)
-    assert isinstance(late, Job) and late.goal.oracle == COMPILED and late.budget == compiled_budget(50)
-    s.queue += [job(seed_case, "value_mismatch", "d", COMPILED), job(seed_case, "torch_bug_error", "u")]
+    assert isinstance(first, Job) and first.goal.oracle == COMPILED and first.budget == compiled_budget(50)
+    s.queue[:] = [job(seed_case, "value_mismatch", "d", COMPILED), job(seed_case, "value_mismatch", "u")]
+    cheap = ask(s, s.slots[1], elapsed=100.0)
+    assert isinstance(cheap, Job) and cheap.goal.oracle != COMPILED
+    s.queue.append(job(seed_case, "value_mismatch", "v"))
     s.slots[0].job = s.slots[1].job = None
     s.slots[0].just_shrunk = s.slots[1].just_shrunk = False
-    waited = ask(s, s.slots[0], elapsed=1.0 + COMPILED_PATIENCE)  # waited its patience: its turn
+    waited = ask(s, s.slots[0], elapsed=1.0 + COMPILED_PATIENCE)  # waited its patience: the oldest goes
     assert isinstance(waited, Job) and waited.goal.oracle == COMPILED
-    s.queue.insert(0, job(seed_case, "value_mismatch", "e", COMPILED))
+    s.queue[:] = [job(seed_case, "value_mismatch", "e", COMPILED), job(seed_case, "value_mismatch", "w")]
     grace = ask(s, s.slots[1], elapsed=1.0 + COMPILED_PATIENCE, stopping=True)  # in the grace: cheapest
     assert isinstance(grace, Job) and grace.goal.oracle != COMPILED
 

@@ -44,6 +44,7 @@ EXPECTED: dict[str, tuple[int | None, tuple[str, ...]]] = {
     "promise_broken-c04725ecbf": (192985, ()),  # C2
     "torch_bug_error-05cedf6850": (None, ()),  # C3 (looks new)
     "error-c4c8c8b810": (187284, ()),  # C4
+    "value_mismatch-d2df2c7290": (None, ()),  # C5 (no issue found; PR #185976 describes the fix)
 }
 
 

@@ -24,8 +24,9 @@ killed, a ``hang``) finding with the case it was running, starts a new worker in
 the lost command's positions without that case. Workers are recycled after
 ``recycle_cases`` cases or above ``max_rss_mb``. When the campaign ends (duration, case limit, SIGINT
 or SIGTERM; a second signal cuts the grace short), queued jobs get ``shrink_grace`` seconds, in the
-same order but the cheapest first whatever their wait, so that it shrinks as many as it can; the rest are published unshrunk, still
-verified, with ``"skipped"`` in their ``shrink`` record.
+same order but the cheapest first whatever their wait, so that it shrinks as many as it can; the rest
+are published unshrunk, still verified, with ``"skipped"`` in their ``shrink`` record, verification
+then widened to a thread per core.
 
 With ``workers=0`` everything runs in this process, one case per command, each job right after the case
 that found it: the cases, verdicts and buckets of a seed repeat exactly (tests rely on it).

@@ -1,4 +1,9 @@
 import sys
+import threading
+from pathlib import Path
+
+import pytest
+import torch
 
 
 def test_generic_script_shows_a_broken_promise_by_the_promised_error():
@@ -26,18 +31,11 @@ def test_generic_script_shows_a_broken_promise_by_the_promised_error():
 def test_the_verifier_widened_to_two_threads_verifies_each_finding_once(tmp_path, judged_finding):
     """NOTE [campaign driver]: once a campaign stops, verification widens to a thread and fork server per
     core; every submitted finding is verified (its repro run in a fresh process) on one of them."""
-    import threading
-    from pathlib import Path
-
-    import torch
-
     from fuzzer.history.corpus import load_entry
     from fuzzer.publish.verify import Verifier
     from fuzzer.triage.buckets import Bucket
 
     if not torch.__version__.startswith("2.13"):
-        import pytest
-
         pytest.skip("corpus verdicts recorded on torch 2.13")
     corpus = Path(__file__).resolve().parents[2] / "corpus"
     names = ["value_mismatch-63c0cdb50a", "value_mismatch-ffc0c71408", "torch_bug_error-f21bcfaafd"]
@@ -46,8 +44,8 @@ def test_the_verifier_widened_to_two_threads_verifies_each_finding_once(tmp_path
         entry = load_entry(corpus / name)
         finding, _ = judged_finding(entry.case, entry.meta.get("oracle", "functorch_vs_create_graph"))
         buckets.append(Bucket(finding.signature, finding))
-    threads: set[str] = set()
-    v = Verifier(tmp_path, python=sys.executable, case_timeout=120.0, log=lambda text: threads.add(text))
+    logged: list[str] = []
+    v = Verifier(tmp_path, python=sys.executable, case_timeout=120.0, log=logged.append)
     v.start()
     v.widen(2)
     names_seen = {t.name for t in threading.enumerate() if t.name.startswith("affuzz-verify-")}
@@ -55,7 +53,7 @@ def test_the_verifier_widened_to_two_threads_verifies_each_finding_once(tmp_path
     for b in buckets:
         v.submit(b, b.first)
     v.close()
-    assert not threads, threads  # nothing logged: no verification raised
+    assert not logged, logged  # nothing logged: no verification raised
     assert [b.status for b in buckets] == ["verified"] * 3
     assert all((b.path / "repro.py").exists() for b in buckets)
     assert v.pending == 0 and len(v.collect()) == 3

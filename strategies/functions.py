@@ -312,13 +312,10 @@ def _function(
         and not any(o.kind == "view" and o.ref == f"x{i}" for o in fn.outputs)
         and rarely("mark_dirty")
     )
-    if dirty:  # the dirty input must not be saved; no hand-written vmap rule (a jvp rule updates its tangent in place)
+    if dirty:  # the dirty input must not be saved (a jvp rule updates its tangent in place; a hand-written
+        # vmap rule returns it as received, NOTE [mark_dirty vmap rule] in fuzzer/codegen/function.py)
         gone = {r for r in fn.saved if value_provided_by_saved(fn, r) in {f"x{i}" for i in dirty}}
-        fn = replace(
-            fn,
-            saved=tuple(r for r in fn.saved if r not in gone),
-            vmap_rule="generate" if fn.vmap_rule != "none" else "none",
-        )
+        fn = replace(fn, saved=tuple(r for r in fn.saved if r not in gone))
         on_ctx = tuple(r for r in on_ctx if r not in gone)
         detached = tuple(r for r in detached if r not in gone)
     # NOTE [promises] in fuzzer/judge/compare.py: the documented-illegal jvp (no view for an aliasing

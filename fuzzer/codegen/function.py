@@ -298,30 +298,62 @@ def _vmap_rule(fn: FunctionDef) -> list[str]:
 
     Calling ``apply`` inside the rule (as the torch docs' examples do) keeps the Function's backward in
     use under outer grad levels; a rule computing forward with plain ops would bypass it.
+
+    NOTE [mark_dirty vmap rule]
+    An input the Function modifies in place (``mark_dirty``) must come back as the very object the rule
+    received (torch maps it back to the caller's tensor by identity: ``wrap_outputs_maintaining_identity``
+    in torch/_functorch/autograd_function.py), with its own ``in_dims`` entry as out_dim, batched or not.
+    Its update has to happen exactly once, through the Function (so its declared backward and jvp stay
+    in use): sample 0's ``apply`` gets the whole input (forward only doubles it, which no other output
+    reads, so the shape does not matter), every other sample a clone whose update is thrown away. A
+    per-sample slice instead would be an in-place update of a view, which autograd refuses for a
+    Function with several outputs; the input itself per sample would double an unbatched input B times.
     """
     xs = [f"x{i}" for i in range(fn.n_inputs)]
+    moved = [x for i, x in enumerate(xs) if i not in fn.dirty]
     n_out = len(fn.outputs)
-    if len(xs) == 1:  # the batch dim of the one input moved to the front, or the input expanded
+    if len(moved) == 1:  # the batch dim of the one input moved to the front, or the input expanded
+        x, d = moved[0], f"in_dims[{moved[0][1:]}]"
+        front = [f"        {x} = {x}.movedim({d}, 0) if {d} is not None else {x}.expand(info.batch_size, *{x}.shape)"]
+    elif moved:
+        dims = "in_dims" if not fn.dirty else f"({', '.join(f'in_dims[{x[1:]}]' for x in moved)})"
         front = [
-            "        x0 = x0.movedim(in_dims[0], 0) if in_dims[0] is not None else x0.expand(info.batch_size, *x0.shape)"
-        ]
-    else:
-        front = [
-            f"        {_tup(xs)} = [",
+            f"        {_tup(moved)} = [",
             "            x.movedim(d, 0) if d is not None else x.expand(info.batch_size, *x.shape)",
-            f"            for x, d in zip(({', '.join(xs)}), in_dims)",
+            f"            for x, d in zip(({', '.join(moved)}), {dims})",
             "        ]",
         ]
+    else:
+        front = []
+    per_sample = [f"({x} if i == 0 else {x}.clone())" if int(x[1:]) in fn.dirty else f"{x}[i]" for x in xs]
+    if fn.dirty:  # NOTE [mark_dirty vmap rule]
+        front.append("        # a dirty input is updated once (by sample 0) and returned as the object received")
     lines = [
         "    @staticmethod",
         f"    def vmap(info, in_dims, {', '.join(_args(fn))}):",
         *front,
-        f"        outs = [{CLASS_NAME}.apply({', '.join([x + '[i]' for x in xs] + _args(fn)[len(xs) :])}) for i in range(info.batch_size)]",
+        f"        outs = [{CLASS_NAME}.apply({', '.join(per_sample + _args(fn)[len(xs) :])}) for i in range(info.batch_size)]",
     ]
     scale = " * 2" if fn.vmap_rule == "custom_wrong" else ""
     if fn.vmap_rule == "custom_wrong":
         lines.append("        # planted bug: this rule contradicts forward (outputs doubled)")
-    if fn.non_tensor_output:
+    if fn.dirty:  # NOTE [mark_dirty vmap rule]
+        rets, dims = [], []
+        for j, o in enumerate(fn.outputs):
+            if o.kind == "input" and int(o.ref[1:]) in fn.dirty:
+                rets.append(o.ref)
+                dims.append(f"in_dims[{o.ref[1:]}]")
+            else:
+                rets.append(f"torch.stack([out[{j}] for out in outs]){scale}")
+                dims.append("0")
+        if fn.non_tensor_output:
+            rets.append("outs[0][-1]")
+            dims.append("None")
+        if len(rets) == 1:
+            lines.append(f"        return {rets[0]}, {dims[0]}")
+        else:
+            lines.append(f"        return ({', '.join(rets)}), ({', '.join(dims)})")
+    elif fn.non_tensor_output:
         dims = ", ".join(["0"] * n_out + ["None"])
         lines.append(f"        stacked = [torch.stack(o){scale} for o in zip(*[out[:-1] for out in outs])]")
         lines.append(f"        return (*stacked, outs[0][-1]), ({dims})")

@@ -167,11 +167,6 @@ def validate(case: Case) -> Case:
         )
         require(all(value_provided_by_saved(fn, r) != x for r in fn.saved), "function.dirty", f"{x} must not be saved")
     require(len(set(fn.dirty)) == len(fn.dirty), "function.dirty", "duplicate entries")
-    require(
-        not fn.dirty or fn.vmap_rule in ("none", "generate"),
-        "function.dirty",
-        "a hand-written vmap rule for in-place Functions is not generated",
-    )
     require(len(fn.scalars) <= MAX_SCALARS, "function.scalars", f"at most {MAX_SCALARS}")
     require(
         all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in fn.scalars),

@@ -1,0 +1,82 @@
+"""A mark_dirty Function with a hand-written vmap rule (issue 22's vocabulary, NOTE [mark_dirty vmap rule] in
+fuzzer/codegen/function.py): the rule updates the dirty input once, through the Function, and returns the very
+object it received with its own in_dims entry. Such a Function is consistent on real torch under vmap (the dirty
+input batched or not), under reverse and forward transforms around and inside vmap, and the generator draws it."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, find, settings
+
+from fuzzer.codegen.render import render
+from fuzzer.ir.case import Case, FDef, FunctionDef, Inputs, Node, Output, Transform
+from fuzzer.ir.oracles import MAIN
+from fuzzer.ir.shapes import input_shapes, numel
+from fuzzer.ir.validate import validate
+from fuzzer.judge.judge import Judge
+from strategies import autograd_functions
+
+
+def _case(*transforms: Transform, rule: str = "custom") -> Case:
+    fn = FunctionDef(
+        n_inputs=2,
+        nodes=(Node("pow", ("x0",)),),
+        outputs=(Output("input", "x1"), Output("node", "t0")),
+        saved=("x0",),
+        dirty=(1,),
+        jvp_rule=True,
+        vmap_rule=rule,
+    )
+    bare = Case(fn, FDef(uses=(0, 1)), Inputs((2,), ((0.0,), (0.0,))), transforms)
+    pool = (1.25, 0.5, -0.5, 2.0, 0.75, -1.5, 1.0, 0.25)
+    values = tuple(tuple(pool[(i + k) % len(pool)] for k in range(numel(s))) for i, s in enumerate(input_shapes(bare)))
+    return validate(Case(fn, FDef(uses=(0, 1)), Inputs((2,), values), transforms))
+
+
+def _vmap(*in_dims: int | None) -> Transform:
+    return Transform("vmap", batch_size=2, in_dims=in_dims)
+
+
+def test_the_rule_returns_the_dirty_input_it_received() -> None:
+    text = render(_case(_vmap(0, 0)), oracle=MAIN, style="repro")
+    assert "def vmap(info, in_dims, x0, x1):" in text
+    assert "(x1 if i == 0 else x1.clone())" in text  # updated once, through the Function
+    assert "return (x1, torch.stack([out[1] for out in outs])), (in_dims[1], 0)" in text
+    assert "x1.movedim" not in text
+
+
+@pytest.mark.parametrize(
+    ("stack", "oracle"),
+    [
+        ((_vmap(0, 0),), "vmap_vs_loop"),
+        ((_vmap(0, None),), "vmap_vs_loop"),  # the dirty input unbatched: doubled once, not B times
+        ((_vmap(None, 0),), "vmap_vs_loop"),
+        ((Transform("grad"), _vmap(0, None)), MAIN),
+        ((_vmap(0, 0), Transform("grad")), "vmap_vs_loop"),
+        ((Transform("jacrev"),), MAIN),
+        ((Transform("jacfwd", argnums=1),), MAIN),
+        ((Transform("jvp"), _vmap(0, 0)), MAIN),
+        ((Transform("hessian"),), MAIN),
+    ],
+    ids=lambda v: (
+        ">".join(t.name + (str(t.in_dims) if t.name == "vmap" else "") for t in v) if isinstance(v, tuple) else v
+    ),
+)
+def test_a_mark_dirty_vmap_rule_is_consistent(stack: tuple[Transform, ...], oracle: str) -> None:
+    j = Judge()(_case(*stack), oracle)
+    assert j.verdict == "consistent", (j.verdict, j.reason, j.fingerprint, j.outcome)
+
+
+def test_a_contradicting_rule_is_still_caught() -> None:
+    """The same stack with the planted rule that doubles what it stacks: the comparison can fail."""
+    j = Judge()(_case(_vmap(0, None), rule="custom_wrong"), "vmap_vs_loop")
+    assert j.verdict == "value_mismatch", (j.verdict, j.reason)
+
+
+def test_the_generator_draws_mark_dirty_with_a_hand_written_vmap_rule() -> None:
+    fn = find(
+        autograd_functions(),
+        lambda fn: bool(fn.dirty) and fn.vmap_rule == "custom",
+        settings=settings(max_examples=5000, database=None, suppress_health_check=list(HealthCheck)),
+    )
+    assert fn.dirty and fn.vmap_rule == "custom"

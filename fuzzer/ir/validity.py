@@ -270,7 +270,8 @@ def rule_conflict(case: Case, a: SideInfo, b: SideInfo) -> str | None:
             return "repeated_output_contradicts"
     if fn.vmap_rule == "custom" and case.f.inplace and a.vmap != b.vmap:
         views_of_outputs = any(o.kind == "view" and o.ref.startswith("t") for o in fn.outputs)
-        if len(refs) != len(set(refs)) or views_of_outputs:
+        stacked = [r for r in refs if r not in {f"x{i}" for i in fn.dirty}]  # NOTE [mark_dirty vmap rule]
+        if len(stacked) != len(set(stacked)) or views_of_outputs:
             return "vmap_rule_loses_aliasing"
     if a.path == b.path:
         return None

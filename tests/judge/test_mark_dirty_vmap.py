@@ -80,3 +80,22 @@ def test_the_generator_draws_mark_dirty_with_a_hand_written_vmap_rule() -> None:
         settings=settings(max_examples=5000, database=None, suppress_health_check=list(HealthCheck)),
     )
     assert fn.dirty and fn.vmap_rule == "custom"
+
+
+def test_a_dirty_input_returned_twice_keeps_its_aliasing_under_the_rule() -> None:
+    """Both copies come back as the one object the rule received (only computed outputs are stacked
+    anew), so a Function that returns its dirty input twice is still compared when f modifies a computed
+    output in place, and agrees."""
+    fn = FunctionDef(
+        n_inputs=2,
+        nodes=(Node("pow", ("x0",)),),
+        outputs=(Output("input", "x1"), Output("input", "x1"), Output("node", "t0")),
+        saved=("x0",),
+        dirty=(1,),
+        vmap_rule="custom",
+    )
+    case = validate(
+        Case(fn, FDef(uses=(0, 1, 2), inplace=(2,)), Inputs((), ((1.25, 0.5), (-0.5, 2.0))), (_vmap(0, 0),))
+    )
+    j = Judge()(case, "vmap_vs_loop")
+    assert j.verdict == "consistent", (j.verdict, j.reason, j.outcome)

@@ -24,7 +24,13 @@ makes backward raise (the autograd docs' in-place correctness checks); it binds 
 saved output in place and the side runs the Function's backward (``promise_requires``: conditions
 beyond those that explain the error, for both sides). torch.func checks versions too, so a side that
 returns there has lost the check (a tensor returned twice gets two wrappers that share storage but not
-a version counter: a hand check of the old corpus found it silently computing from the modified tensor). Not a promise: double backward through ``@once_differentiable``.
+a version counter: a hand check of the old corpus found it silently computing from the modified tensor).
+Not a promise: double backward through ``@once_differentiable``. The docs say it "raises an error", but
+the error node hangs off detached stand-ins of backward's outputs, so only ``.backward()`` (which
+accumulates into every leaf) reaches it; torch.autograd.grad treats the once-differentiable gradient as
+unrelated to the input (no error, that term's second derivative dropped), and torch.func's results were
+made consistent with that on purpose (pytorch/pytorch#90224, 2023-01-17 comment). No side runs
+``.backward()``, so no side owes the error (tests/judge/test_promises.py pins it).
 
 NOTE [compiled promises]
 Under ``compiled_vs_eager`` (NOTE [compiled mode] in :mod:`fuzzer.ir.case`) every limitation is a promise
@@ -35,9 +41,6 @@ compiled side that returns a value instead has changed what the program does: Dy
 the error enforces (the tracker's reports of Dynamo dropping a Function's custom jvp are of this
 shape). The reverse is not owed: a compiled side may raise a compile limitation (a graph break under
 ``fullgraph=True``) where eager returns; that is ``expected``.
-torch.autograd.grad treats the once-differentiable gradient as unrelated to the input (no error, no
-gradient; the error is raised only when backward reaches the error node), and torch.func's zeros were
-made consistent with that on purpose (pytorch/pytorch#90224, 2023-01-17 comment).
 """
 
 from __future__ import annotations

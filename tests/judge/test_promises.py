@@ -107,3 +107,18 @@ def test_no_promise_where_backward_never_runs() -> None:
     assert case.function.non_differentiable == case.f.uses
     j = Judge()(case, MAIN)
     assert j.verdict != "promise_broken", (j.verdict, j.reason, j.fingerprint)
+
+
+def test_double_backward_through_once_differentiable_is_no_promise() -> None:
+    """NOTE [promises]: torch.autograd.grad never reaches once_differentiable's error node (it hangs off
+    detached stand-ins), and torch.func matches it on purpose (#90224): both sides agree, no finding."""
+    fn = FunctionDef(
+        n_inputs=1,
+        nodes=(Node("pow", ("x0",), 3),),
+        outputs=(Output("node", "t0"),),
+        saved=("x0",),
+        once_differentiable=True,
+    )
+    for stack in [(Transform("grad"), Transform("grad")), (Transform("autograd_grad"), Transform("grad"))]:
+        j = Judge()(validate(Case(fn, FDef(uses=(0,)), Inputs((), ((1.5,),)), stack)), MAIN)
+        assert j.verdict == "consistent", (stack, j.verdict, j.reason)

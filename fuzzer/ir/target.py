@@ -72,6 +72,9 @@ class Target:
             # the error names exactly this; torch raises it only where it holds
             "saves_input_returned_as_is": "setup_context" in self.rules,
             "f_modifies_output_in_place": False,
+            # unknown for a user's forward: an error it could explain stays the user's to see
+            "inplace_in_forward": False,
+            "custom_vmap_rule": "vmap" in self.rules,
         }
 
 

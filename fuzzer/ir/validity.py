@@ -35,7 +35,10 @@ as-is or a view must get a view of the input's tangent, which cannot drop the te
                                                     (vmap_rule_loses_aliasing)
     order 1            backward vs jvp              an aliased drop on an output f uses
                                                     (backward_vs_jvp_first_order); a clipped gradient
-                                                    rule (nonlinear_gradient_rule); f doubles an output
+                                                    rule (nonlinear_gradient_rule; at any order also
+                                                    where the sides split or sum its grads differently:
+                                                    an output returned twice, vmap vs a per-sample
+                                                    loop); f doubles an output
                                                     in place under no_grad, which forward AD sees and
                                                     reverse mode does not (inplace_under_no_grad);
                        and, with a higher order,    backward not differentiable as declared: detached
@@ -108,7 +111,8 @@ RULES = {
     " a detached or recomputed saved tensor, a saved output whose gradient it drops)",
     "backward_r_vs_f": "the Function's second derivative differs between reverse and forward mode over its backward",
     "nonlinear_gradient_rule": "the Function clips its gradients (backward clamps a gradient, jvp a tangent), so its"
-    " backward and jvp define different first derivatives",
+    " backward and jvp define different first derivatives, and its backward's result depends on how the grads it"
+    " gets are split (an output returned twice) or summed (vmap against a per-sample loop)",
 }
 
 
@@ -273,6 +277,15 @@ def rule_conflict(case: Case, a: SideInfo, b: SideInfo) -> str | None:
         stacked = [r for r in refs if r not in {f"x{i}" for i in fn.dirty}]  # NOTE [mark_dirty vmap rule]
         if len(stacked) != len(set(stacked)) or views_of_outputs:
             return "vmap_rule_loses_aliasing"
+    if fn.grad_rule == "clipped" and any(fn.outputs[j].ref.startswith("t") for j in case.f.uses):
+        # NOTE [custom gradients]: a clipped rule is not linear in the grads, so where the two sides may
+        # hand backward differently split or summed grads, the values are implementation-defined: the
+        # same tensor returned twice (autograd gives one copy the whole grad, torch.func splits it), or
+        # vmap against a per-sample loop (vmap sums an unbatched output's grad over the batch before
+        # backward sees it; the loop clips each sample's). Found by a hand check of an issue-22 run.
+        node_refs = [o.ref for o in fn.outputs if o.kind == "node"]
+        if len(node_refs) != len(set(node_refs)) or a.vmap != b.vmap:
+            return "nonlinear_gradient_rule"
     if a.path == b.path:
         return None
     first = next((i for i, (p, q) in enumerate(zip(a.path, b.path, strict=False)) if p != q), 0)

@@ -76,6 +76,9 @@ CONDITIONS = (
     "side_fullgraph",
     "side_aot_autograd",
     "side_higher_order",
+    "inplace_in_forward",
+    "custom_vmap_rule",
+    "side_outputs_not_restacked",
 )
 DEFAULT_REGISTRY = Path(__file__).with_name("known_limitations.json")
 
@@ -93,6 +96,8 @@ FUNCTION_CONDITIONS = (
     "f_modifies_output_in_place",
     "jvp_not_view",
     "saved_output_modified_in_place",
+    "inplace_in_forward",
+    "custom_vmap_rule",
 )
 
 
@@ -110,6 +115,8 @@ def function_conditions(case: Case) -> dict[str, bool]:
         # rightly, never ran backward through an output marked non-differentiable)
         "saved_output_modified_in_place": values_meaningless(case) == "saved_tensor_modified_in_place"
         and any(j not in fn.non_differentiable for j in case.f.uses),
+        "inplace_in_forward": any(n.inplace for n in fn.nodes),  # NOTE [in-place forward]
+        "custom_vmap_rule": fn.vmap_rule in ("custom", "custom_wrong"),
     }
 
 
@@ -128,6 +135,9 @@ def condition_holds(name: str, function: Mapping[str, bool], side: SideInfo) -> 
         "side_fullgraph": side.compiled is not None and side.compiled.fullgraph,
         "side_aot_autograd": side.compiled is not None and side.compiled.backend in ("aot_eager", "inductor"),
         "side_higher_order": len(side.path) >= 2,  # a derivative of a derivative of the Function
+        # a hand-written vmap rule stacks the per-sample outputs anew: what f then modifies in place under
+        # vmap is the stack, not the tensors the Function saved (a hand check of an issue-22 run)
+        "side_outputs_not_restacked": not (side.vmap and function.get("custom_vmap_rule", False)),
     }
     return sides[name] if name in sides else bool(function.get(name, False))
 
@@ -138,14 +148,19 @@ def saves_input_returned_as_is(case: Case) -> bool:
     fn = case.function
     if fn.style != "setup_context":
         return False
+    passed = case.f.apply_args or tuple(range(fn.n_inputs))  # NOTE [aliased inputs]: one tensor, two inputs
+
+    def tensor(ref: str | None) -> str | None:  # the caller's tensor an input ref is
+        return f"x{passed[int(ref[1:])]}" if ref is not None and ref.startswith("x") else ref
+
     returned = {o.ref for o in fn.outputs if o.kind == "input"}
     jvp_saved = returned - {f"x{i}" for i in fn.dirty}  # a jvp rule saves every input but a dirty one
     saved = {
-        value_provided_by_saved(fn, r)
+        tensor(value_provided_by_saved(fn, r))
         for r in fn.saved
         if not r.startswith("o") or fn.outputs[int(r[1:])].kind == "input"
     }
-    return bool(returned & saved) or (bool(jvp_saved) and fn.jvp_rule)
+    return bool({tensor(r) for r in returned} & saved) or (bool(jvp_saved) and fn.jvp_rule)
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,11 @@ def test_the_promised_errors_are_registry_promises_with_their_sources() -> None:
     assert set(entry.requires) == {"side_forward_ad", "jvp_not_view"}
     saved = promises["saved_tensor_modified_in_place"]
     assert saved.docs.endswith("#in-place-correctness-checks")
-    assert set(saved.promise_requires) == {"saved_output_modified_in_place", "side_reverse"}
+    assert set(saved.promise_requires) == {
+        "saved_output_modified_in_place",
+        "side_reverse",
+        "side_outputs_not_restacked",
+    }
 
 
 def _dup_case(*, twice: bool) -> Case:

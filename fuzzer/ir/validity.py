@@ -126,6 +126,9 @@ class SideInfo:
     forward_ad: bool  # some level uses forward-mode AD
     linearize_nested: bool = False  # torch.func.linearize with a vmap-ing or forward-mode level around or in it
     compiled: Compile | None = None  # NOTE [compiled mode]: how this side runs under torch.compile
+    # the Function's forward runs on batched primals: an explicit torch.func vmap level (jacrev, jacfwd and
+    # hessian vmap only tangents and cotangents, so the Function's forward sees unbatched inputs there)
+    batched: bool = False
 
 
 def _path(transforms: tuple[Transform, ...], *, create_graph: bool = False) -> tuple[str, ...]:
@@ -149,6 +152,7 @@ def _functorch_side(transforms: tuple[Transform, ...], *, loops: bool = False) -
         vmap=any(n in _VMAPS and not (loops and n == "vmap") for n in names),
         forward_ad=any(n in _F or n == "hessian" for n in names),
         linearize_nested="linearize" in names and any(n in _VMAPS or n in _F for n in others),
+        batched="vmap" in names and not loops,
     )
 
 
@@ -272,7 +276,7 @@ def rule_conflict(case: Case, a: SideInfo, b: SideInfo) -> str | None:
         copies = [j for j, o in enumerate(fn.outputs) if o.kind in ("node", "input") and o.ref == ref]
         if len(copies) > 1 and 0 < len(set(copies) & set(fn.unused_grads)) < len(copies):
             return "repeated_output_contradicts"
-    if fn.vmap_rule == "custom" and case.f.inplace and a.vmap != b.vmap:
+    if fn.vmap_rule == "custom" and case.f.inplace and a.batched != b.batched:
         views_of_outputs = any(o.kind == "view" and o.ref.startswith("t") for o in fn.outputs)
         stacked = [r for r in refs if r not in {f"x{i}" for i in fn.dirty}]  # NOTE [mark_dirty vmap rule]
         if len(stacked) != len(set(stacked)) or views_of_outputs:
@@ -284,7 +288,7 @@ def rule_conflict(case: Case, a: SideInfo, b: SideInfo) -> str | None:
         # vmap against a per-sample loop (vmap sums an unbatched output's grad over the batch before
         # backward sees it; the loop clips each sample's). Found by a hand check of an issue-22 run.
         node_refs = [o.ref for o in fn.outputs if o.kind == "node"]
-        if len(node_refs) != len(set(node_refs)) or a.vmap != b.vmap:
+        if len(node_refs) != len(set(node_refs)) or a.batched != b.batched:
             return "nonlinear_gradient_rule"
     if a.path == b.path:
         return None

@@ -24,3 +24,16 @@ def message_key(type_name, message):
         head += " " + part
     head = re.sub(r"[:;,.]$", "", head)
     return f"{type_name}: {re.sub(r'[0-9]+', 'N', re.sub(r'Fn[A-Za-z]*', 'Fn', head))[:160]}"
+
+
+def dynamo_inner_error(type_name, message):
+    """NOTE [errors Dynamo wraps]: where the traced program itself raises while Dynamo runs it on fake
+    tensors, Dynamo raises ``TorchRuntimeError("RuntimeError when making fake tensor call ... got
+    RuntimeError('<message>') ... Hint: Your code may result in an error when running in eager")``: the
+    program's own error, the one eager raises. Its (type, message), or None for any other error."""
+    if type_name != "TorchRuntimeError":
+        return None
+    m = re.search(r"when making fake tensor call\b.*?: got (\w+)\((['\"])(.*?)\2\)\s*\n\s*Hint:", message, re.S)
+    if m is None:
+        return None
+    return m.group(1), m.group(3).replace("\\'", "'").replace("\\n", "\n")

@@ -22,10 +22,11 @@ import time
 import types
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from types import CodeType
 from typing import Any
 
+from ..codegen.error_key import dynamo_inner_error, message_key
 from ..codegen.render import render
 from ..ir.case import Case
 from ..ir.oracles import MAIN
@@ -42,6 +43,18 @@ class Side:
     frame: str = ""
     torch_bug: bool = False
     key: str = ""  # the script's error_key(): type and first clause of the message, normalized
+    # NOTE [errors Dynamo wraps] in fuzzer/codegen/error_key.py: the program's own error inside Dynamo's
+    # fake-tensor wrapper, as "Type: first line" ('' for any other error)
+    inner: str = ""
+
+    def program_error(self) -> Side:
+        """This side as the program's own error: a Dynamo-wrapped one unwrapped (NOTE [errors Dynamo
+        wraps]); the key is then that of the inner error, so two sides that raise it agree. Fingerprints
+        stay the wrapper's (what a repro's traceback ends on)."""
+        if not self.inner:
+            return self
+        name, _, text = self.inner.partition(": ")
+        return replace(self, error_type=name, error=text, key=message_key(name, text), inner="")
 
     @property
     def fingerprint(self) -> str:
@@ -102,7 +115,10 @@ def _side(result: Any, ns: dict[str, Any]) -> Side:
     if isinstance(result, BaseException):
         msg = str(result).strip().splitlines()
         bug, key = bool(ns["torch_bug"](result)), str(ns["error_key"](result))  # the script's own
-        return Side(None, type(result).__name__, msg[0] if msg else "", torch_frame(result), bug, key)
+        inner = dynamo_inner_error(type(result).__name__, str(result))
+        first = (inner[1].strip().splitlines() or [""])[0] if inner else ""
+        wrapped = f"{inner[0]}: {first}" if inner else ""
+        return Side(None, type(result).__name__, msg[0] if msg else "", torch_frame(result), bug, key, wrapped)
     return Side(str(result), None, None)
 
 

@@ -38,7 +38,8 @@ as-is or a view must get a view of the input's tangent, which cannot drop the te
                                                     rule (nonlinear_gradient_rule; at any order also
                                                     where the sides split or sum its grads differently:
                                                     an output returned twice, vmap vs a per-sample
-                                                    loop); f doubles an output
+                                                    loop, or reach it through jvp vs backward); f
+                                                    doubles an output
                                                     in place under no_grad, which forward AD sees and
                                                     reverse mode does not (inplace_under_no_grad);
                        and, with a higher order,    backward not differentiable as declared: detached
@@ -287,8 +288,10 @@ def rule_conflict(case: Case, a: SideInfo, b: SideInfo) -> str | None:
         # same tensor returned twice (autograd gives one copy the whole grad, torch.func splits it), or
         # vmap against a per-sample loop (vmap sums an unbatched output's grad over the batch before
         # backward sees it; the loop clips each sample's). Found by a hand check of an issue-22 run.
+        # And at any order where one side differentiates through the jvp and the other through the
+        # backward: the two rules clip different things (a hand check: hessian vs jacrev(jacrev)).
         node_refs = [o.ref for o in fn.outputs if o.kind == "node"]
-        if len(node_refs) != len(set(node_refs)) or a.batched != b.batched:
+        if len(node_refs) != len(set(node_refs)) or a.batched != b.batched or a.path != b.path:
             return "nonlinear_gradient_rule"
     if a.path == b.path:
         return None

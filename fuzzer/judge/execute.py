@@ -476,6 +476,9 @@ _AGREE = Side("", None, None)
 # the middle of the trace. So the frames of every exception a side raised are cleared innermost first, as
 # unwinding would have (:func:`release_exception`), and after a compiled script the garbage is collected
 # and grad mode and the dispatch key sets are put back where they can be (:func:`repair_torch_state`).
+# A compiled graph also enters forward-AD dual levels through torch._C directly, behind
+# ``forward_ad._current_level``; one it left open is found by a probe and closed the same way
+# (:func:`_cpp_dual_level_open`; a 10-minute run lost 746 cases of one worker to one).
 def release_exception(e: object) -> None:
     """Clear the frames of ``e``'s traceback (and of its cause and context), innermost first."""
     seen: set[int] = set()
@@ -511,6 +514,8 @@ def repair_torch_state() -> None:
         return
     gc.collect()
     torch.set_grad_enabled(True)
+    if getattr(torch.autograd.forward_ad, "_current_level", -1) < 0 and _cpp_dual_level_open(torch):
+        torch._C._exit_dual_level(level=0)  # a level the compiled graph entered and never left
     force = getattr(torch._C, "_ForceDispatchKeyGuard", None)
     now = [str(torch._C._dispatch_tls_local_include_set()), str(torch._C._dispatch_tls_local_exclude_set())]
     if force is not None and _BASELINE_SETS and now != [str(s) for s in _BASELINE_SETS]:
@@ -558,6 +563,8 @@ def torch_state_changes() -> list[str]:
         changed.append("grad mode off")
     if getattr(torch.autograd.forward_ad, "_current_level", -1) >= 0:
         changed.append("a forward-AD dual level open")
+    elif _cpp_dual_level_open(torch):
+        changed.append("a forward-AD dual level open in C++ only")
     functorch = getattr(torch._C, "_functorch", None)
     depth = getattr(functorch, "get_dynamic_layer_stack_depth", None)
     if depth is not None and depth() > 0:
@@ -576,6 +583,24 @@ def torch_state_changes() -> list[str]:
     return changed
 
 
+def _cpp_dual_level_open(torch: Any) -> bool:
+    """Whether autograd's C++ side has a forward-AD dual level open that Python's
+    ``forward_ad._current_level`` does not know of: a compiled graph enters and exits levels through
+    ``torch._C`` directly, so one that raised in between leaves the level open behind Python's back, and
+    every later dual level in the process fails with "Nested forward mode AD is not supported" (a 10-minute
+    run of issue 22: 746 cases of one worker in its last 80 s, none caught by the check above). Probed by
+    entering a level: only one may be open, so entering fails exactly when one is."""
+    enter, leave = getattr(torch._C, "_enter_dual_level", None), getattr(torch._C, "_exit_dual_level", None)
+    if enter is None or leave is None:
+        return False
+    try:
+        level = enter()
+    except RuntimeError:
+        return True
+    leave(level=level)
+    return False
+
+
 def restore_torch_state() -> None:
     torch = sys.modules.get("torch")
     if torch is None:
@@ -584,6 +609,8 @@ def restore_torch_state() -> None:
     fwd = torch.autograd.forward_ad
     while getattr(fwd, "_current_level", -1) >= 0:
         fwd.exit_dual_level()
+    if _cpp_dual_level_open(torch):  # levels nest no deeper than one: the open one is level 0
+        torch._C._exit_dual_level(level=0)
     functorch = getattr(torch._C, "_functorch", None)
     depth = getattr(functorch, "get_dynamic_layer_stack_depth", None)
     undo = getattr(functorch, "pop_dynamic_layer_stack_and_undo_to_depth", None)

@@ -26,11 +26,16 @@ def message_key(type_name, message):
     return f"{type_name}: {re.sub(r'[0-9]+', 'N', re.sub(r'Fn[A-Za-z]*', 'Fn', head))[:160]}"
 
 
+# NOTE [errors Dynamo wraps]
+# Where the traced program itself raises while Dynamo runs it on fake tensors, Dynamo raises
+# TorchRuntimeError("RuntimeError when making fake tensor call ... got RuntimeError('<message>') ... Hint:
+# Your code may result in an error when running in eager"): the program's own error, the one eager raises.
+# The judge explains and compares such an error as the inner one (a hand check of a 10-minute run read a
+# compiled side "disagreeing" with eager by raising eager's very error, wrapped), while its fingerprint stays
+# the raised error's, the line a repro's traceback ends on (verification reads that line).
 def dynamo_inner_error(type_name, message):
-    """NOTE [errors Dynamo wraps]: where the traced program itself raises while Dynamo runs it on fake
-    tensors, Dynamo raises ``TorchRuntimeError("RuntimeError when making fake tensor call ... got
-    RuntimeError('<message>') ... Hint: Your code may result in an error when running in eager")``: the
-    program's own error, the one eager raises. Its (type, message), or None for any other error."""
+    """NOTE [errors Dynamo wraps]: the (type, message) inside Dynamo's fake-tensor wrapper, or None for any
+    other error."""
     if type_name != "TorchRuntimeError":
         return None
     m = re.search(r"when making fake tensor call\b.*?: got (\w+)\((['\"])(.*?)\2\)\s*\n\s*Hint:", message, re.S)

@@ -318,6 +318,12 @@ def _base(fn: FunctionDef, ref: str) -> str:
     return ref
 
 
+#: Reasons of :func:`rule_conflict` that make only the *values* of a comparison meaningless: a restacking vmap
+#: rule or a clipped gradient rule changes what a side computes, never whether torch raises, so an error
+#: pair is still judged as usual (corpus G8, a vmap in-place error of forward AD under a restacking rule,
+#: stays a finding).
+VALUES_ONLY_RULES = frozenset({"vmap_rule_loses_aliasing", "nonlinear_gradient_rule"})
+
 #: NOTE [repaired rules]: the reasons of :func:`rule_conflict` whose Function has a nearest clean twin.
 REPAIRABLE = ("tensor_saved_on_ctx", "jvp_returns_input_tangent")
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from ..ir.case import Case
 from ..ir.oracles import COMPILED
 from ..ir.validate import validate
-from ..ir.validity import SideInfo, repair, rule_conflict, sides, values_meaningless
+from ..ir.validity import VALUES_ONLY_RULES, SideInfo, repair, rule_conflict, sides, values_meaningless
 from ..ir.verdicts import FINDING_VERDICTS
 from .compare import Limitation, classify, load_registry
 from .execute import Outcome, compile_unavailable, run_oracles
@@ -139,6 +139,8 @@ class Judge:
                 continue
             rule = rule_conflict(case, *both) if torch_under_test else None
             j = self._classify(case, oracle, both, outcomes[oracle], recheck and rule is None)
+            if rule in VALUES_ONLY_RULES and j.verdict not in ("value_mismatch", "structure_mismatch"):
+                rule = None  # an error pair is judged as usual
             if rule is not None:  # NOTE [broken rules]
                 if j.verdict in ("torch_bug_error", "promise_broken"):  # NOTE [promises]: errors, not values
                     j = replace(j, broken_rule=rule)

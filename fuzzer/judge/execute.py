@@ -113,9 +113,10 @@ def torch_frame(e: BaseException) -> str:
 def _side(result: Any, ns: dict[str, Any]) -> Side:
     """A side's result as the script's ``outcome()`` gave it: a value, or the exception raised."""
     if isinstance(result, BaseException):
-        msg = str(result).strip().splitlines()
+        text = str(result)
+        msg = text.strip().splitlines()
         bug, key = bool(ns["torch_bug"](result)), str(ns["error_key"](result))  # the script's own
-        inner = dynamo_inner_error(type(result).__name__, str(result))
+        inner = dynamo_inner_error(type(result).__name__, text)
         first = (inner[1].strip().splitlines() or [""])[0] if inner else ""
         wrapped = f"{inner[0]}: {first}" if inner else ""
         return Side(None, type(result).__name__, msg[0] if msg else "", torch_frame(result), bug, key, wrapped)

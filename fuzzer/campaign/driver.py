@@ -7,10 +7,10 @@ NOTE [campaign driver]
 The driver keeps every worker busy with one command at a time (NOTE [worker protocol]): a shrink job
 when one is queued (silent wrong results, value_mismatch, first, then the cheapest: a compiled
 finding's shrink, tens of seconds of compiles, waits behind torch.func ones of its kind, seconds each,
-for up to 5 minutes; at most half the workers at once,
-never twice in a row on one worker, and only while shrink jobs have taken less than ``shrink_share``,
-default 1/4, of the worker time so far), else a slice of about ``slice_seconds`` of cases from the
-worker's stream. Shrinking thus runs on the same cores as fuzzing and under the same isolation, and on
+for up to 5 minutes; at most half the workers at once, never twice in a row on one worker, and only
+while shrink jobs, the new one counted at its expected length, take at most ``shrink_share``, default
+1/4, of the worker time so far: NOTE [shrink share]), else a slice of about ``slice_seconds`` of cases
+from the worker's stream. Shrinking thus runs on the same cores as fuzzing and under the same isolation, and on
 a torch with many bugs it cannot starve the search: the first minutes of a campaign on torch 2.0.1
 find a new bug every few seconds, each a shrink of seconds. The queue is bounded by what can be new:
 repeats are hits (NOTE [signature memo]), a family queues at most ``family_limit`` stacks (NOTE [bucket
@@ -215,6 +215,7 @@ class Campaign:
             elapsed=self.stats.elapsed,
             known_version=self.book.version,
             known=self.book.known,
+            case_seconds=self.stats.seconds["case"] / self.stats.cases if self.stats.cases else 0.0,
         )
         if command is not None:
             h.send(command)
@@ -364,6 +365,7 @@ class Campaign:
 
     def _on_job(self, job: ShrinkJob, result: JobResult) -> None:
         self.stats.seconds["shrink"] += result.seconds
+        self.scheduler.job_done(result.seconds)
         if result.error is not None:
             self.log_internal(f"--- shrinking {job.raw.id}\n{result.error}")
             self._complete(job, job.case, self._unshrunk_info(job, "the shrink job failed"))

@@ -62,6 +62,24 @@ def test_shrink_jobs_get_at_most_their_share_of_worker_time() -> None:
     assert scheduler(0).shrink_time_left(1e9, 1.0, now=1000.0)  # in process: shrink right away
 
 
+def test_a_job_starts_only_where_the_share_holds_with_it_counted_at_its_expected_length(seed_case: Case) -> None:
+    """NOTE [shrink share]: before the first answer a job is expected to take its budget of case runs;
+    after, the mean of the answered jobs."""
+    s = scheduler(2)  # budget 50 case runs, share 1/4 of 2 workers
+    assert s.expected_job_seconds(0.1) == 5.0
+    s.queue.append(job(seed_case, "value_mismatch", "a"))
+    # 8 s in: 4 core-seconds may shrink, a 5 s job would overshoot; 12 s in: 6 may
+    assert isinstance(ask(s, s.slots[0], elapsed=8.0, case_seconds=0.1), Fuzz)
+    assert isinstance(ask(s, s.slots[1], elapsed=12.0, case_seconds=0.1), Job)
+    s.job_done(1.0)
+    s.job_done(2.0)
+    assert s.expected_job_seconds(0.1) == 1.5  # measured jobs now, not the estimate
+    s.slots[1].job = None
+    s.queue.append(job(seed_case, "value_mismatch", "b"))
+    assert isinstance(ask(s, s.slots[0], elapsed=8.0, case_seconds=0.1, shrink_seconds=2.0), Job)
+    assert not s.shrink_time_left(3.0, 8.0, now=1000.0, expected=1.5) and s.shrink_time_left(2.0, 8.0, 1000.0, 1.5)
+
+
 def test_value_mismatch_jobs_go_first_to_at_most_half_the_workers(seed_case: Case) -> None:
     s = scheduler(4)
     s.queue += [job(seed_case, "torch_bug_error", "a"), job(seed_case, "value_mismatch", "b")]

@@ -15,6 +15,7 @@ in the draft ("Related upstream issues") and in the index, and the draft stays.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -36,6 +37,8 @@ ISSUES_DIR = "issues"
 INDEX = "README.md"
 TITLE_LIMIT = 130  # characters of the title before its signature token
 COLLECT_ENV_TIMEOUT = 120.0  # seconds
+#: NOTE [background priority]: the niceness ``collect_env`` runs at (the lowest priority).
+ENV_PROBE_NICENESS = 19
 #: How a title quotes an error, most detailed first: (characters of the message, with its type).
 ERROR_FORMS = ((80, True), (80, False), (50, True), (50, False), (35, False))
 TOKEN = re.compile(r"\[affuzz:([A-Za-z0-9_.-]+)\]")
@@ -356,7 +359,16 @@ def labels(bucket: BucketData, s: Sides | None = None) -> list[str]:
 class EnvProbe:
     """``python -m torch.utils.collect_env`` started now, read later: ``affuzz run`` starts it with the
     campaign, so its ~2.6 s (pip, lscpu, nvidia-smi) run beside the fuzzing instead of after it; the
-    machine and the packages it describes are those the campaign ran on."""
+    machine and the packages it describes are those the campaign ran on.
+
+    NOTE [background priority]
+    Everything a campaign runs beside its workers takes cores from them: on a 2-core machine this
+    probe's ``import torch`` ran during the workers' own start-up and the first seconds of fuzzing,
+    when a campaign on an old torch finds most of its bugs. So it runs at the lowest priority
+    (niceness :data:`ENV_PROBE_NICENESS`): on idle cores at once, on busy ones after the workers stop
+    (its result is read when the drafts are written, with ``COLLECT_ENV_TIMEOUT`` to finish). The
+    verification fork server runs a little below the workers too (NOTE [verification fork server]).
+    """
 
     def __init__(self, python: str) -> None:
         self.python = python
@@ -371,6 +383,9 @@ class EnvProbe:
                 text=True,
                 start_new_session=True,  # its children (pip, nvidia-smi) die with it on a timeout
             )
+            # NOTE [background priority]: it runs on the cores' idle time, not on the workers'
+            with contextlib.suppress(OSError):  # it may have exited already
+                os.setpriority(os.PRIO_PROCESS, self._proc.pid, ENV_PROBE_NICENESS)
         except OSError as e:
             self._proc = None
             self._failed = f"(`{python} -m torch.utils.collect_env` could not be started: {e.strerror or e})"

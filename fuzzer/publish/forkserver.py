@@ -11,7 +11,9 @@ thread pools in forked children, as DataLoader workers rely on), and forks one c
 child runs the script as ``__main__`` exactly as ``python repro.py`` would. The child's state is
 therefore that of a fresh interpreter that has imported and used torch, never one that has run
 another case. Hang findings, which need a wall-clock limit on a whole run, still use a plain
-subprocess.
+subprocess. The server, and so every child, runs at niceness :data:`VERIFY_NICENESS`, a little below
+the campaign's workers (NOTE [background priority] in :mod:`fuzzer.publish.drafts`): verification
+keeps up on spare core time and yields to the fuzzing when cores are short.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+#: NOTE [verification fork server]: the server's niceness, inherited by every child (0 = the workers').
+VERIFY_NICENESS = 5
 
 _SERVER = r"""
 import os, runpy, sys, traceback
@@ -107,6 +112,10 @@ class ForkServer:
             env=env,
             cwd="/",
         )
+        try:  # NOTE [background priority]: the workers first; from here on, before torch is imported
+            os.setpriority(os.PRIO_PROCESS, proc.pid, max(os.getpriority(os.PRIO_PROCESS, 0), VERIFY_NICENESS))
+        except OSError:
+            pass  # exited already: the readline below says so
         assert proc.stdout is not None
         if proc.stdout.readline().strip() != "ready":
             proc.kill()

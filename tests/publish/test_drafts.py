@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from fuzzer.publish.drafts import (
+    ENV_PROBE_NICENESS,
     LABEL_FORWARD_AD,
     LABEL_SILENT,
     TITLE_LIMIT,
@@ -270,6 +271,13 @@ def test_an_env_probe_started_early_is_what_the_drafts_say(run_out: Path, tmp_pa
     (out / "summary.json").write_text(json.dumps({**summary(out), "buckets": []}))
     assert write_drafts(out, env=slow) == []
     assert time.monotonic() - t0 < 30 and slow._proc is not None and slow._proc.poll() is not None
+
+
+def test_the_env_probe_runs_at_the_lowest_priority(tmp_path: Path) -> None:
+    """NOTE [background priority]: collect_env takes the cores' idle time, never the workers'."""
+    body = "import os\ntime.sleep(0.5)\nprint('niceness', os.getpriority(os.PRIO_PROCESS, 0))"
+    probe = EnvProbe(fake_python(tmp_path, body))
+    assert probe.result().strip() == f"niceness {ENV_PROBE_NICENESS}"
 
 
 def test_side_b_of_a_torch_func_only_oracle_comes_from_the_case(tmp_path: Path) -> None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from fuzzer.publish.forkserver import ForkServer
+from fuzzer.publish.forkserver import VERIFY_NICENESS, ForkServer
 
 
 def test_exit_codes_output_and_isolation(tmp_path: Path) -> None:
@@ -25,5 +26,18 @@ def test_exit_codes_output_and_isolation(tmp_path: Path) -> None:
         code, out, _ = server.run(c)
         assert code == 1 and "ValueError: boom" in out
         assert not list(tmp_path.glob("*.out"))  # outputs are read back and removed
+    finally:
+        server.close()
+
+
+def test_scripts_run_a_little_below_the_workers_priority(tmp_path: Path) -> None:
+    """NOTE [verification fork server]: the server and its children yield to the campaign's workers."""
+    server = ForkServer()
+    try:
+        script = tmp_path / "nice.py"
+        script.write_text("import os\nprint('niceness', os.getpriority(os.PRIO_PROCESS, 0))\n")
+        code, out, _ = server.run(script)
+        ours = os.getpriority(os.PRIO_PROCESS, 0)
+        assert code == 0 and f"niceness {max(ours, VERIFY_NICENESS)}" in out
     finally:
         server.close()

@@ -17,7 +17,7 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 from fuzzer.ir.case import DTYPES, FUNCTORCH_TRANSFORMS, STYLES, Case, Compile, FDef, FunctionDef, Inputs, Transform
-from fuzzer.ir.dataflow import repair_vmap_dims
+from fuzzer.ir.dataflow import live_outputs, repair_vmap_dims
 from fuzzer.ir.features import ALL_FEATURES
 from fuzzer.ir.shapes import MAX_MAGNITUDE, forward_bound, input_shapes, numel, output_shapes, reference_cost
 
@@ -210,6 +210,9 @@ def _group(
     )
     n_out = len(fn.outputs)
     uses = tuple(sorted(draw(_uses(n_out))))
+    live = live_outputs(fn)
+    if live and not set(uses) & set(live) and not draw(RARELY):  # NOTE [live gradient] in .functions
+        uses = tuple(sorted({*uses, pick(draw, list(live))}))
     shapes = output_shapes(fn, shape)
     combine = pick(draw, ("add", "sum"))
     if len({shapes[j] for j in uses}) > 1:

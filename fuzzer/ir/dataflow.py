@@ -38,6 +38,19 @@ def grad_flows(fn: FunctionDef) -> tuple[set[str], set[str]]:
     return live_nodes, live_inputs
 
 
+def live_outputs(fn: FunctionDef) -> tuple[int, ...]:
+    """The outputs whose gradient backward passes on to an input it returns a gradient for (NOTE [live
+    gradient] in strategies/functions.py): ``f`` using none of them has a reverse-mode derivative that
+    is zero by construction."""
+    live = []
+    for j in range(len(fn.outputs)):
+        one = replace(fn, unused_grads=tuple(k for k in range(len(fn.outputs)) if k != j or k in fn.unused_grads))
+        _, inputs = grad_flows(one)
+        if any(f"x{i}" in inputs and i not in fn.none_grads for i in range(fn.n_inputs)):
+            live.append(j)
+    return tuple(live)
+
+
 def needed_values(fn: FunctionDef) -> list[str]:
     """Values the backward reads (before recomputation), in a stable order."""
     live_nodes, _ = grad_flows(fn)

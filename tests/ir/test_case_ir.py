@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 
 from fuzzer.ir.case import SCHEMA_VERSION, Case, CaseError
-from fuzzer.ir.dataflow import missing_values
+from fuzzer.ir.dataflow import live_outputs, missing_values
 from fuzzer.ir.serde import case_from_json, case_to_json, dumps, loads
 from fuzzer.ir.shapes import needs_sum
 from fuzzer.ir.validate import validate
@@ -83,3 +83,13 @@ def test_outer_autograd_must_be_outermost(seed_case: Case) -> None:
 def test_grad_over_non_scalar_is_summed(planted_case: Case) -> None:
     # grad over vmap: vmap's output is batched, so grad sums it; vmap itself never sums.
     assert needs_sum(planted_case) == [True, False]
+
+
+def test_live_outputs_are_those_whose_gradient_reaches_an_input(seed_case: Case) -> None:
+    """NOTE [live gradient]: the seed's Function returns (x**3, x) and ignores the second grad."""
+    fn = seed_case.function
+    assert [o.kind for o in fn.outputs] == ["node", "input"] and fn.unused_grads == (1,)
+    assert live_outputs(fn) == (0,)
+    assert live_outputs(replace(fn, unused_grads=())) == (0, 1)
+    assert live_outputs(replace(fn, unused_grads=(0, 1))) == ()
+    assert live_outputs(replace(fn, unused_grads=(), none_grads=(0,))) == ()  # backward returns None for x

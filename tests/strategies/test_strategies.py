@@ -10,6 +10,7 @@ from hypothesis.errors import InvalidArgument
 
 from fuzzer.codegen.render import render
 from fuzzer.ir.case import FUNCTORCH_TRANSFORMS, Case
+from fuzzer.ir.dataflow import live_outputs
 from fuzzer.ir.features import ALL_FEATURES, RESERVED, features
 from fuzzer.ir.shapes import MAX_MAGNITUDE, batch_sizes, forward_bound, reference_cost
 from fuzzer.ir.validate import validate
@@ -145,3 +146,21 @@ def test_vocabulary_is_covered() -> None:
     assert set(expressible) <= set(tags), set(expressible) - set(tags)
     assert set(FUNCTORCH_TRANSFORMS) | {"autograd_grad"} <= set(names)
     assert batched > 0
+
+
+def test_few_cases_have_a_reverse_derivative_that_is_zero_by_construction() -> None:
+    """NOTE [live gradient]: a backward that ignores every grad, or an ``f`` using only outputs whose
+    gradient reaches no input, is drawn 1 time in 4 where it would have been drawn freely (57 % of the
+    cases before, 28 % after, measured over 2,850 stream draws): still drawn, no longer most of the run."""
+    zero = 0
+    total = 600
+
+    @seed(0)
+    @settings(max_examples=total, database=None)
+    @given(cases())
+    def draw(case: Case) -> None:
+        nonlocal zero
+        zero += not set(case.f.uses) & set(live_outputs(case.function))
+
+    draw()
+    assert 0 < zero < 0.4 * total, zero  # 114 of 600 (seed 0); 273 before

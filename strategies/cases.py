@@ -211,7 +211,7 @@ def _group(
     n_out = len(fn.outputs)
     uses = tuple(sorted(draw(_uses(n_out))))
     live = live_outputs(fn)
-    if live and not set(uses) & set(live) and not draw(RARELY):  # NOTE [live gradient] in .functions
+    if live and not set(uses) & set(live) and not draw(RARELY):  # NOTE [live gradient] in strategies/functions.py
         uses = tuple(sorted({*uses, pick(draw, list(live))}))
     shapes = output_shapes(fn, shape)
     combine = pick(draw, ("add", "sum"))

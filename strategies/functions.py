@@ -8,7 +8,8 @@ Invariants of every drawn Function:
 * Saved tensors drawn from inputs, outputs and intermediates; inputs are added until the backward can
   obtain every value it needs (:func:`fuzzer.ir.case.repair_saved`); no dead intermediates (pruned).
 * The backward is the exact VJP except for the deliberately unused grad_outputs and None input grads;
-  the optional ``jvp`` staticmethod is the exact JVP.
+  the optional ``jvp`` staticmethod is the exact JVP. A backward that ignores every grad or returns None
+  for every input is kept 1 time in 4 of the times it is drawn (NOTE [live gradient]).
 * The rest of the API is drawn too, each for 1 Function in 4 (NOTE [rare features]):
   ``@once_differentiable``, ``set_materialize_grads(False)``, ``mark_non_differentiable`` on node
   outputs, saved tensors detached, None grads (1 in 8: saved tensors kept on ``ctx`` as attributes).

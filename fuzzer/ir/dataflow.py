@@ -3,6 +3,7 @@ tensors, which gradients flow; repairs and pruning that keep a case valid."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 
 from .case import INVERTIBLE_VIEWS, Case, FunctionDef, ref_kind
@@ -18,12 +19,13 @@ from .shapes import in_dims_of, level_input_shapes, level_output_shapes
 # shape. :func:`available_values` computes the closure; :func:`missing_values` what still needs saving.
 
 
-def grad_flows(fn: FunctionDef) -> tuple[set[str], set[str]]:
-    """(nodes whose gradient is non-zero in backward, inputs that receive a gradient term)."""
+def grad_flows(fn: FunctionDef, outputs: Collection[int] | None = None) -> tuple[set[str], set[str]]:
+    """(nodes whose gradient is non-zero in backward, inputs that receive a gradient term), from the
+    grads of ``outputs`` (default: every output)."""
     live_nodes: set[str] = set()
     live_inputs: set[str] = set()
     for j, o in enumerate(fn.outputs):
-        if j in fn.unused_grads or j in fn.non_differentiable:
+        if j in fn.unused_grads or j in fn.non_differentiable or (outputs is not None and j not in outputs):
             continue
         if o.kind == "node" or (o.kind == "view" and o.ref.startswith("t")):
             live_nodes.add(o.ref)
@@ -42,13 +44,8 @@ def live_outputs(fn: FunctionDef) -> tuple[int, ...]:
     """The outputs whose gradient backward passes on to an input it returns a gradient for (NOTE [live
     gradient] in strategies/functions.py): ``f`` using none of them has a reverse-mode derivative that
     is zero by construction."""
-    live = []
-    for j in range(len(fn.outputs)):
-        one = replace(fn, unused_grads=tuple(k for k in range(len(fn.outputs)) if k != j or k in fn.unused_grads))
-        _, inputs = grad_flows(one)
-        if any(f"x{i}" in inputs and i not in fn.none_grads for i in range(fn.n_inputs)):
-            live.append(j)
-    return tuple(live)
+    gets = {f"x{i}" for i in range(fn.n_inputs) if i not in fn.none_grads}
+    return tuple(j for j in range(len(fn.outputs)) if grad_flows(fn, (j,))[1] & gets)
 
 
 def needed_values(fn: FunctionDef) -> list[str]:

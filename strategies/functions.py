@@ -302,7 +302,8 @@ def _function(
     unused = tuple(j for j, key in enumerate(same) if same.index(key) in unused)
     nones = some("backward_returns_none", range(n_in))
     if nones and len(nones) == n_in and not draw(RARELY):  # NOTE [live gradient]: one input at least gets one
-        nones = tuple(i for i in nones if i != pick(draw, list(nones))) if n_in > 1 else ()
+        keep = pick(draw, list(nones))
+        nones = tuple(i for i in nones if i != keep)
     style = draw(style_st)
     rules = [r for r in vmap_rules if r == "none"] if style == "legacy" else list(vmap_rules)
     rule = draw(_vmap_rule_st(tuple(rules))) if rules else "none"

@@ -16,6 +16,9 @@ from ..gen.swarm import SLICE
 from ..triage.shrink import DEFAULT_BUDGET
 from .common import EXIT_OK, UsageError, count, duration, fraction, positive_int, seed_int, share
 
+#: Seconds a campaign waits at its end for queued shrinks, unless ``--shrink-grace`` says otherwise.
+DEFAULT_GRACE = 60.0
+
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = sub.add_parser(
@@ -58,9 +61,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     run.add_argument(
         "--shrink-grace",
         type=duration,
-        default=60.0,
         metavar="SECONDS",
-        help="at the end, wait this long for queued shrinks; the rest are published unshrunk (default 60 s)",
+        help=f"at the end, wait this long for queued shrinks; the rest are published unshrunk (default {DEFAULT_GRACE:g} s; with "
+        "--resume, the campaign's own unless given)",
     )
     run.add_argument(
         "--workers",
@@ -168,6 +171,8 @@ def command(args: argparse.Namespace) -> int:
             config.workers = args.workers
         if args.ray is not None:
             config.ray = args.ray
+        if args.shrink_grace is not None:
+            config.shrink_grace = args.shrink_grace
         seed, out = config.seed, args.resume
     else:
         seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
@@ -188,7 +193,7 @@ def command(args: argparse.Namespace) -> int:
             max_cases=args.max_cases,
             case_timeout=args.timeout,
             shrink_budget=args.shrink_budget,
-            shrink_grace=args.shrink_grace,
+            shrink_grace=args.shrink_grace if args.shrink_grace is not None else DEFAULT_GRACE,
             strategy_kwargs={},
             workers=args.workers if args.workers is not None else (os.cpu_count() or 1),
             ray=args.ray,

@@ -145,7 +145,10 @@ def test_kill_9_of_the_driver_then_resume_loses_nothing(tmp_path: Path) -> None:
     before = _events(out)
     state = json.loads((out / "state.json").read_text())
     published = {p.name for p in (out / "findings").iterdir()}
-    assert main(["run", "--resume", str(out), "--duration", f"{state['stats']['elapsed'] + 20:.0f}"]) == 0
+    # ten more seconds, and a short end: findings still queued for shrinking are published unshrunk (verified)
+    resume = ["run", "--resume", str(out), "--duration", f"{state['stats']['elapsed'] + 10:.0f}", "--shrink-grace", "5"]
+    assert main(resume) == 0
+    assert json.loads((out / "state.json").read_text())["config"]["shrink_grace"] == 5  # a resume may change it
     summary = json.loads((out / "summary.json").read_text())
     after = _events(out)
     assert after[: len(before)] == before  # appended to, not rewritten

@@ -92,14 +92,19 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_")[:60]
 
 
-def write_finding(out: Path, f: CheckFinding, n: int, *, python: str = sys.executable) -> dict[str, Any]:
+def stage_finding(out: Path, f: CheckFinding, n: int) -> Path:
+    """Write finding ``n``'s repro; returns its path (run it with :func:`run_repro`, then :func:`record`)."""
     folder = out / f.kind / f"{_slug(f.case.target.title)}-{f.case.oracle}-{n}"
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write_text(folder / "repro.py", repro(f))
-    ran = run_repro(folder / "repro.py", python=python, timeout=300.0, pythonpath=module_root(f.case.target.module))
+    return folder / "repro.py"
+
+
+def record(out: Path, f: CheckFinding, script: Path, ran: dict[str, Any]) -> dict[str, Any]:
+    """Write ``finding.json`` from the repro's run ``ran``; returns the row check.json lists."""
     code, output = ran["exit_code"], ran["output_tail"]
     ok = reproduced(f, code, output, exception=ran["exception_line"])
-    record = {
+    data = {
         "schema_version": SCHEMA_VERSION,
         "kind": f.kind,
         "kind_text": KINDS[f.kind],
@@ -115,10 +120,10 @@ def write_finding(out: Path, f: CheckFinding, n: int, *, python: str = sys.execu
         "repro_exit_code": code,
         "repro_output_tail": output[-1500:],
     }
-    atomic_write_json(folder / "finding.json", record)
+    atomic_write_json(script.parent / "finding.json", data)
     return {
-        "dir": str(folder.relative_to(out)),
-        **{k: record[k] for k in ("kind", "oracle", "transforms", "verdict", "fingerprint", "reproduced")},
+        "dir": str(script.parent.relative_to(out)),
+        **{k: data[k] for k in ("kind", "oracle", "transforms", "verdict", "fingerprint", "reproduced")},
     }
 
 
@@ -158,9 +163,15 @@ def write(
     # NOTE [parallel verification]: each repro runs in its own fresh interpreter (~2-4 s, most of it
     # importing torch); they are independent, so they run side by side, one per core, numbered and
     # reported in the order the findings were made.
-    jobs = [(f, n) for n, f in enumerate((f for r in reports for f in r.findings), start=1)]
-    with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
-        written = iter(list(pool.map(lambda job: write_finding(out, *job, python=python), jobs)))
+    found = [(f, module_root(f.case.target.module)) for r in reports for f in r.findings]
+    scripts = [stage_finding(out, f, n) for n, (f, _) in enumerate(found, start=1)]
+
+    def run(job: tuple[Path, Path | None]) -> dict[str, Any]:  # only the subprocess runs in the threads
+        return run_repro(job[0], python=python, timeout=300.0, pythonpath=job[1])
+
+    with ThreadPoolExecutor(max_workers=max(1, min(len(scripts), os.cpu_count() or 1))) as pool:
+        runs = list(pool.map(run, [(script, root) for script, (_, root) in zip(scripts, found, strict=True)]))
+    written = iter([record(out, f, script, ran) for (f, _), script, ran in zip(found, scripts, runs, strict=True)])
     targets = []
     for r in reports:
         findings = [next(written) for _ in r.findings]

@@ -143,7 +143,24 @@ def _ctx_lines(fn: FunctionDef, name_of: dict[str, str], indent: str) -> list[st
         )
     if not fn.materialize_grads:
         lines.append(f"{indent}ctx.set_materialize_grads(False)")
+        lines += [f"{indent}ctx.x{i}_shape = x{i}.shape" for i in _dirty_zeros(fn)]
     return lines
+
+
+def _dirty_zeros(fn: FunctionDef) -> list[int]:
+    """Dirty inputs whose output's None grad backward materializes, under a hand-written vmap rule: its
+    sample 0 passes the whole batched input (NOTE [mark_dirty vmap rule]), so the zeros take the shape
+    ``setup_context`` recorded, not the per-sample one."""
+    if fn.vmap_rule not in ("custom", "custom_wrong") or fn.materialize_grads:
+        return []
+    skipped = set(fn.unused_grads) | set(fn.non_differentiable)
+    return sorted(
+        {
+            int(o.ref[1:])
+            for j, o in enumerate(fn.outputs)
+            if o.kind == "input" and int(o.ref[1:]) in fn.dirty and j not in skipped
+        }
+    )
 
 
 def _args(fn: FunctionDef) -> list[str]:
@@ -305,7 +322,8 @@ def _vmap_rule(fn: FunctionDef) -> list[str]:
     in torch/_functorch/autograd_function.py), with its own ``in_dims`` entry as out_dim, batched or not.
     Its update has to happen exactly once, through the Function (so its declared backward and jvp stay
     in use): sample 0's ``apply`` gets the whole input (forward only doubles it, which no other output
-    reads, so the shape does not matter), every other sample a clone whose update is thrown away. A
+    reads; a backward that materializes its output's None grad takes the zeros' shape from ctx, recorded
+    in ``setup_context``), every other sample a clone whose update is thrown away. A
     per-sample slice instead would be an in-place update of a view, which autograd refuses for a
     Function with several outputs; the input itself per sample would double an unbatched input B times.
     """
@@ -409,9 +427,12 @@ def _backward(fn: FunctionDef, base: tuple[int, ...], dtype: str) -> list[str]:
     skipped = set(fn.unused_grads) | set(fn.non_differentiable)
     if not fn.materialize_grads:
         shapes = output_shapes(fn, base)
-        for j in range(len(fn.outputs)):
+        dirty_zeros = _dirty_zeros(fn)
+        for j, o in enumerate(fn.outputs):
             if j not in skipped:
                 shape = _shape_text(shapes[j]) if shapes[j] else "()"
+                if o.kind == "input" and int(o.ref[1:]) in dirty_zeros:
+                    shape = f"ctx.{o.ref}_shape"
                 lines.append(f"        g{j} = torch.zeros({shape}, dtype=torch.{dtype}) if g{j} is None else g{j}")
     val: dict[str, str] = {}
     for r in fn.saved:

@@ -99,3 +99,26 @@ def test_a_dirty_input_returned_twice_keeps_its_aliasing_under_the_rule() -> Non
     )
     j = Judge()(case, "vmap_vs_loop")
     assert j.verdict == "consistent", (j.verdict, j.reason, j.outcome)
+
+
+def test_materialized_zeros_of_the_dirty_output_take_the_shape_sample_0_passed() -> None:
+    """set_materialize_grads(False) and a dirty output whose grad backward uses: sample 0 of the rule passes the
+    whole batched input, so the zeros standing in for a None grad take the shape setup_context recorded. With the
+    per-sample shape written into backward, autograd_grad(vmap(f)) raised "returned an invalid gradient ... got [1]
+    but expected shape compatible with [3, 1]" (error-d51b8af0e6 of a 10-minute no-swarm run of issue 22: the
+    Function's own fault, reported as torch's)."""
+    plain = _case(Transform("autograd_grad"), _vmap(0, 0))
+    fn = plain.function
+    case = validate(
+        Case(
+            FunctionDef(**{**fn.__dict__, "materialize_grads": False, "jvp_rule": False}),
+            FDef(uses=(1,)),  # the dirty output's grad is None in backward: f does not use it
+            plain.inputs,
+            plain.transforms,
+        )
+    )
+    text = render(case, oracle=MAIN, style="repro")
+    assert "ctx.x1_shape = x1.shape" in text and "torch.zeros(ctx.x1_shape" in text
+    for oracle in (MAIN, "vmap_vs_loop"):
+        j = Judge()(case, oracle)
+        assert j.verdict == "consistent", (oracle, j.verdict, j.reason, j.outcome)

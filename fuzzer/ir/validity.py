@@ -308,6 +308,15 @@ def rule_conflict(case: Case, a: SideInfo, b: SideInfo) -> str | None:
         return None
     if a.path[0] == "R" and (fn.once_differentiable or aliased_drops(fn) & _saved_outputs(fn)):
         return "backward_r_vs_f"
+    # Both sides differentiate the backward's formula, one by reverse and one by forward mode: where it reads
+    # a saved output, that output's derivative comes from the Function's backward on one side and from its jvp
+    # on the other, and a further level differentiates those two formulas, which agree only where the
+    # backward's own derivative is exact (a hand check of an issue-22 run: a reversed rule whose backward reads
+    # exp's saved output and whose jvp recomputes exp from the input, jacrev vs jacfwd inside an outer grad:
+    # -e vs e, both the Function's own rules).
+    deeper = max(len(a.path), len(b.path)) > first + 1
+    if a.path[0] == "R" and deeper and _saved_outputs(fn) and backward_second_order_issues(fn):
+        return "backward_second_order"
     return None
 
 

@@ -86,3 +86,23 @@ def test_dynamo_inner_error_reads_only_the_fake_tensor_wrapper() -> None:
     assert dynamo_inner_error("TorchRuntimeError", wrapped) == ("RuntimeError", "it's the program's error")
     assert dynamo_inner_error("RuntimeError", wrapped) is None
     assert dynamo_inner_error("TorchRuntimeError", "RuntimeError when making fake tensor call") is None
+
+
+def test_a_saved_output_reentering_a_custom_rule_is_not_compared_past_the_split() -> None:
+    """autograd_grad(jacrev(grad(f))) vs autograd_grad(jacfwd(grad(f))), forward_over_reverse: the sides split
+    at the second order (reverse vs forward over the backward's formula); the backward reads exp's saved output
+    under a reversed rule, the jvp recomputes exp from the input, so the third order differentiates two formulas
+    the Function itself makes disagree (value_mismatch-838708b1f2 of a 10-minute swarm run, hand-checked: -e vs
+    e). The same Function with an exact rule is still compared, and agrees (without the saved intermediate its
+    backward never reads, which makes the backward's derivative inexact by the table's conservative reading, and
+    with a hand-written vmap rule: generate_vmap_rule then hits torch's "flat_bdims must not be None" assert)."""
+    case = _case("reversed_rule_saved_output_third_order")
+    j = Judge()(case, "forward_over_reverse")
+    assert (j.verdict, j.reason) == ("not_applicable", "backward_second_order"), (j.verdict, j.reason, j.outcome)
+    fn = case.function
+    exact = replace(
+        case,
+        function=replace(fn, grad_rule="exact", saved=tuple(r for r in fn.saved if r[0] != "t"), vmap_rule="custom"),
+    )
+    j = Judge()(exact, "forward_over_reverse")
+    assert j.verdict == "consistent", (j.verdict, j.reason, j.outcome)

@@ -160,9 +160,10 @@ def write(
 ) -> dict[str, Any]:
     """Write every finding (and verify its repro), ``check.json`` and ``table.md``; returns check.json."""
     out.mkdir(parents=True, exist_ok=True)
-    # NOTE [parallel verification]: each repro runs in its own fresh interpreter (~2-4 s, most of it
-    # importing torch); they are independent, so they run side by side, one per core, numbered and
-    # reported in the order the findings were made.
+    # NOTE [parallel verification]
+    # Each repro runs in its own fresh interpreter (~2-4 s, most of it importing torch); they are
+    # independent, so they run side by side, one per core (only the subprocesses run in threads),
+    # numbered and reported in the order the findings were made.
     found = [(f, module_root(f.case.target.module)) for r in reports for f in r.findings]
     scripts = [stage_finding(out, f, n) for n, (f, _) in enumerate(found, start=1)]
 

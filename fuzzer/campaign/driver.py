@@ -52,6 +52,7 @@ from ..judge.execute import Outcome, Side
 from ..publish.findings import Finding, expect_of, repro_lines
 from ..publish.verify import Verifier
 from ..triage.buckets import Bucket, BucketBook, RawFinding, ShrinkJob
+from ..triage.shrink import narrowed
 from ..triage.signature import Signature, compile_key, skeleton
 from . import numbers, state
 from .config import CampaignConfig, Stats
@@ -378,10 +379,11 @@ class Campaign:
                 job.case, job.goal.oracle, expect_of(job.goal.verdict, job.outcome, job.goal.fingerprint)
             )
             after = result.outcome if result.outcome is not None else job.outcome
+            verdict = narrowed(job.goal, result.verdict)
             info["lines_after"] = repro_lines(
-                result.case, job.goal.oracle, expect_of(job.goal.verdict, after, job.goal.fingerprint)
+                result.case, job.goal.oracle, expect_of(verdict, after, job.goal.fingerprint)
             )
-            self._complete(job, result.case, info, outcome=result.outcome, triage=result.triage)
+            self._complete(job, result.case, info, outcome=result.outcome, triage=result.triage, verdict=verdict)
         self._dirty = True
 
     def _unshrunk_info(self, job: ShrinkJob, why: str) -> dict[str, Any]:
@@ -405,12 +407,19 @@ class Campaign:
         *,
         outcome: Outcome | None = None,
         triage: tuple[str, str] | None = None,
+        verdict: str | None = None,
     ) -> None:
-        """Bucket a shrunk finding by its shrunk signature (the book decides) and publish it if it is to be."""
+        """Bucket a shrunk finding by its shrunk signature (the book decides) and publish it if it is to be.
+        ``verdict``: the shrunk case's, where shrinking narrowed the goal's (NOTE [one-sided errors])."""
         raw, goal, case = job.raw, job.goal, job.case
         shrink_info["raw_signature"] = raw.text
         sig = Signature(
-            goal.verdict, goal.oracle, skeleton(shrunk), raw.features, raw.error, compile_key(shrunk, goal.oracle)
+            verdict or goal.verdict,
+            goal.oracle,
+            skeleton(shrunk),
+            raw.features,
+            raw.error,
+            compile_key(shrunk, goal.oracle),
         )
         finding = Finding(
             case=shrunk,

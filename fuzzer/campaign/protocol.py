@@ -87,6 +87,9 @@ class JobResult:
     same_as: str | None = None  # the bucket whose bug this is
     case: Case | None = None  # the shrunk case
     outcome: Outcome | None = None  # of the shrunk case
+    verdict: str = (
+        ""  # of the shrunk case, where shrinking narrowed it (NOTE [one-sided errors] in fuzzer/triage/shrink.py)
+    )
     info: dict[str, Any] = field(default_factory=dict)  # runs, seconds, steps, exhausted
     triage: tuple[str, str] | None = None  # (label, detail) for a value_mismatch
     error: str | None = None  # the job failed (traceback); the finding is published unshrunk

@@ -261,12 +261,13 @@ class Worker:
             if Shrinker(goal, run, budget=2 + len(features(case))).same_bug(cut):
                 return JobResult(job.id, same_as=bucket_id, seconds=time.monotonic() - start)
         shrunk, info = case, {"runs": 0, "seconds": 0.0, "steps": [], "exhausted": False}
+        verdict = goal.verdict
         if job.budget > 0:
             strategy = self.decoder.strategy(job.position, job.slot)
             if case.compile is not None:  # NOTE [compile share]: drawn apart from the buffer's bytes
                 strategy = strategy.map(lambda c: replace(c, compile=case.compile))
             result = Shrinker(goal, run, budget=job.budget).shrink(case, strategy=strategy, buffer=job.buffer)
-            shrunk = result.case
+            shrunk, verdict = result.case, result.verdict
             info = {
                 "runs": result.runs,
                 "seconds": round(result.seconds, 3),
@@ -283,5 +284,11 @@ class Worker:
             label, detail = triage_source(render(shrunk, oracle=goal.oracle))
             triage = (label, detail[:500])
         return JobResult(
-            job.id, case=shrunk, outcome=outcome, info=info, triage=triage, seconds=time.monotonic() - start
+            job.id,
+            case=shrunk,
+            outcome=outcome,
+            verdict=verdict,
+            info=info,
+            triage=triage,
+            seconds=time.monotonic() - start,
         )

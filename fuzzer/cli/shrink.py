@@ -58,16 +58,18 @@ def command(args: argparse.Namespace) -> int:
     result = Shrinker(goal, run, budget=args.budget, progress=progress).shrink(case)
     if err.isatty():
         err.write("\n")
+    verdict = result.verdict or goal.verdict  # NOTE [one-sided errors]: may be narrower than the goal's
+    shown = goal.verdict if verdict == goal.verdict else f"{goal.verdict} -> {verdict}"
     header = [
-        f"affuzz shrink of {args.case.name} on torch {torch.__version__}: {goal.verdict} ({args.oracle}),"
+        f"affuzz shrink of {args.case.name} on torch {torch.__version__}: {shown} ({args.oracle}),"
         f" essential features: {'+'.join(goal.features) or '-'}",
         f"shrunk in {result.runs} runs ({result.seconds:.1f} s): {' '.join(result.steps) or 'no smaller case'}",
     ]
     # NOTE [repro styles]: the repro ends as the shrunk case's outcome needs (which side raises)
     judge = Judge(timeout=None)
     expects = [
-        expect_of(goal.verdict, j.outcome, goal.fingerprint) if j.outcome else None
-        for j in (judge(c, args.oracle) for c in (case, result.case))
+        expect_of(v, j.outcome, goal.fingerprint) if j.outcome else None
+        for v, j in ((v, judge(c, args.oracle)) for v, c in ((goal.verdict, case), (verdict, result.case)))
     ]
     before, after = repro_lines(case, args.oracle, expects[0]), repro_lines(result.case, args.oracle, expects[1])
     repro = render(result.case, header=header, oracle=args.oracle, style="repro", expect=expects[1])
@@ -80,6 +82,6 @@ def command(args: argparse.Namespace) -> int:
         test = render(result.case, header=header, oracle=args.oracle, style="pytest", expect=expects[1])
         atomic_write_text(args.out / "test_repro.py", test)
         print(
-            f"{goal.verdict}: repro {before} -> {after} lines in {result.runs} runs ({result.seconds:.1f} s); wrote {args.out}/"
+            f"{shown}: repro {before} -> {after} lines in {result.runs} runs ({result.seconds:.1f} s); wrote {args.out}/"
         )
     return EXIT_OK

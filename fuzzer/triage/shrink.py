@@ -11,7 +11,7 @@ Two stages, both deterministic (the same finding and budget give the same result
 2. IR reductions (:func:`fuzzer.triage.reduce.candidates`) to a fixed point: the first candidate that still
    shows the bug is taken and the walk starts over from it, until no candidate does.
 
-"The same bug" is :class:`Goal`: the same verdict under the same oracle, the same error types (and
+"The same bug" is :class:`Goal`: the same verdict (or a one-sided form of it, NOTE [one-sided errors]) under the same oracle, the same error types (and
 error message, digits ignored) on each side for error verdicts, and the same *essential* features
 (NOTE [signatures]): every essential feature is still there and still essential, and no other feature
 has become essential. So a step may drop a transform level, but can never trade the bug for another
@@ -20,6 +20,18 @@ costs a run per feature of the case; that one is checked on the result, and if i
 walk backs up to the newest accepted case that passes it and goes on from there checking everything. The bucket's signature is taken from the shrunk case: its
 transform skeleton is the smallest stack that still shows the bug, which is what collapses the many
 stacks a campaign finds one bug under into one bucket.
+
+NOTE [one-sided errors]
+An error bucket is its fingerprint's error (NOTE [error buckets] in :mod:`fuzzer.judge.compare`), whatever
+the other side did. A ``different_errors`` finding often pairs torch's unexplained error with the other
+side's documented one, which the program itself caused (a view of a multi-view output modified in
+place, a saved tensor modified in place): a maintainer reading that repro closes it as an invalid
+program. So for a ``different_errors`` goal a case where only the side with the fingerprint's error
+raises it (``error_functorch_only``/``error_reference_only``, same fingerprint) is the same bug, and once
+the walk takes such a case the goal narrows to that verdict: the reductions then look for the smallest
+program on which the other side *runs*, and the repro shows torch's error on a program it accepts
+elsewhere. A one-sided goal never widens back (the other side starting to fail is a different case).
+:attr:`ShrinkResult.verdict` is the shrunk case's verdict, which the published finding carries.
 
 Cost is bounded by ``budget``: the number of case runs (each memoized). Past it every new candidate
 counts as "not the same bug", so the walk stops with the smallest case so far; a count, not a clock, so
@@ -30,7 +42,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hypothesis import Phase, given, seed
@@ -49,6 +61,8 @@ DEFAULT_BUDGET = 400
 #: (measured on torch 2.0.1 findings: Hypothesis used its whole share on almost every finding, for a
 #: fraction of the reduction), so they get the rest of the budget.
 HYPOTHESIS_RUNS = 30
+#: NOTE [one-sided errors]: the verdicts a goal of the key's verdict narrows to.
+ONE_SIDED = {"different_errors": ("error_functorch_only", "error_reference_only")}
 
 
 @dataclass(frozen=True)
@@ -75,6 +89,12 @@ class Goal:
 Runner = Callable[[Case], tuple[str, str]]
 
 
+def narrowed(goal: Goal, verdict: str) -> str:
+    """The verdict a finding shrunk for ``goal`` is published with: the shrunk case's ``verdict`` where it is
+    the goal's one-sided form (NOTE [one-sided errors]), else the goal's."""
+    return verdict if verdict in ONE_SIDED.get(goal.verdict, ()) else goal.verdict
+
+
 class _OutOfBudget(Exception):
     pass
 
@@ -91,6 +111,7 @@ class ShrinkResult:
     runs: int = 0
     seconds: float = 0.0
     exhausted: bool = False  # the budget ran out before a fixed point
+    verdict: str = ""  # the shrunk case's verdict: the goal's, or its one-sided form (NOTE [one-sided errors])
 
 
 class Shrinker:
@@ -142,7 +163,8 @@ class Shrinker:
 
     def _check(self, case: Case, full: bool) -> bool:
         g = self.goal
-        if self._outcome(case) != (g.verdict, g.fingerprint):
+        verdict, fingerprint = self._outcome(case)
+        if fingerprint != g.fingerprint or verdict not in (g.verdict, *ONE_SIDED.get(g.verdict, ())):
             return False
         tags = features(case)
         if not set(g.features) <= set(tags):
@@ -153,6 +175,13 @@ class Shrinker:
             if agrees != (tag in g.features):
                 return False
         return True
+
+    def _adopt(self, case: Case) -> None:
+        """NOTE [one-sided errors]: a taken case whose verdict is the goal's one-sided form narrows the goal."""
+        verdict = self._cache[case][0] if case in self._cache else self.goal.verdict
+        if verdict != self.goal.verdict and verdict in ONE_SIDED.get(self.goal.verdict, ()):
+            self.goal = replace(self.goal, verdict=verdict)
+            self._same.clear()  # answers under the wider goal
 
     # ------------------------------------------------------------------------------------ stages
 
@@ -204,6 +233,7 @@ class Shrinker:
             progress = False
             for name, candidate in candidates(case):
                 if self.same_bug(candidate, full=full):
+                    self._adopt(candidate)
                     case = self.best = candidate
                     steps.append(name)
                     if chain is not None:
@@ -233,6 +263,7 @@ class Shrinker:
         self, case: Case, *, strategy: st.SearchStrategy[Case] | None = None, buffer: bytes | None = None
     ) -> ShrinkResult:
         start = time.monotonic()
+        verdict = self.goal.verdict  # the original's (the goal was taken from it)
         self.best = case
         steps: list[str] = []
         chain = [case]
@@ -240,6 +271,7 @@ class Shrinker:
         if strategy is not None and buffer is not None:
             smaller = self.hypothesis_stage(strategy, buffer)
             if smaller is not None and size(smaller) < size(case):
+                self._adopt(smaller)
                 chain.append(smaller)
                 steps.append("hypothesis")
         self.reduce_stage(chain[-1], steps, chain=chain)
@@ -251,6 +283,7 @@ class Shrinker:
             runs=self.runs,
             seconds=time.monotonic() - start,
             exhausted=self.runs >= self.budget,
+            verdict=self._cache[current][0] if current in self._cache and current != case else verdict,
         )
 
 

@@ -94,6 +94,19 @@ def test_shrink_writes_a_smaller_repro_and_refuses_a_consistent_case(tmp_path: P
     assert len(err.splitlines()) == 1 and "nothing to shrink" in err
 
 
+def test_shrink_of_different_errors_ends_on_the_error_of_a_program_the_other_side_runs(tmp_path: Path, capsys) -> None:
+    """NOTE [one-sided errors]: the repro of a different_errors finding whose other side's error the
+    program caused ends on torch.func's error, plain autograd's result stated in a comment."""
+    out = tmp_path / "shrunk"
+    case = DATA / "view_output_modified_in_place_vmap_error_case.json"
+    assert main(["shrink", str(case), "--out", str(out)]) == 0
+    assert "different_errors -> error_functorch_only: repro" in capsys.readouterr().out
+    proc = subprocess.run([sys.executable, "repro.py"], capture_output=True, text=True, cwd=out)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("RuntimeError: vmap: inplace arithmetic")
+    assert re.search(r"^# autograd_grad\(.*\) returns tensor\(", (out / "repro.py").read_text(), re.M)
+
+
 def test_module_and_console_script_help() -> None:
     proc = subprocess.run([sys.executable, "-m", "fuzzer", "run", "--help"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0

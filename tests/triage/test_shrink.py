@@ -154,6 +154,25 @@ def test_different_errors_shrink_to_the_error_on_a_program_the_other_side_runs()
     assert not Shrinker(narrow, run).same_bug(case)  # a one-sided goal never widens back
 
 
+def test_a_campaign_publishes_the_narrowed_verdict() -> None:
+    """NOTE [one-sided errors]: a worker's shrink job returns the shrunk case's verdict, and the driver
+    publishes it where it narrows the job's goal (never a verdict the goal does not narrow to)."""
+    from fuzzer.campaign.protocol import Job, WorkerInit
+    from fuzzer.campaign.worker import Worker
+    from fuzzer.triage.shrink import narrowed
+
+    case = load(str(DATA / "view_output_modified_in_place_vmap_error_case.json"))
+    goal = _goal(case, "functorch_vs_create_graph")
+    if goal.verdict == "consistent":
+        pytest.skip("this torch has no vmap in-place error for an in-place update of a Function's output")
+    result = Worker(WorkerInit(slot=0, seed=1)).job(Job(id="raw", goal=goal, case=case, buffer=None, budget=400))
+    assert result.error is None and result.verdict == "error_functorch_only" and result.outcome is not None
+    assert result.outcome.reference.ok and not result.outcome.functorch.ok
+    assert narrowed(goal, result.verdict) == "error_functorch_only"
+    assert narrowed(goal, "consistent") == "different_errors"
+    assert narrowed(replace(goal, verdict="value_mismatch"), "error_functorch_only") == "value_mismatch"
+
+
 def test_repeated_output_with_one_grad_ignored_is_the_functions_fault() -> None:
     """f returns the same node twice and backward ignores one copy's grad: the Function declares two
     derivatives for one tensor, so no comparison of it is a torch finding (NOTE [valid comparisons])."""

@@ -11,10 +11,10 @@ Two stages, both deterministic (the same finding and budget give the same result
 2. IR reductions (:func:`fuzzer.triage.reduce.candidates`) to a fixed point: the first candidate that still
    shows the bug is taken and the walk starts over from it, until no candidate does.
 
-"The same bug" is :class:`Goal`: the same verdict (or a one-sided form of it, NOTE [one-sided errors]) under the same oracle, the same error types (and
-error message, digits ignored) on each side for error verdicts, and the same *essential* features
-(NOTE [signatures]): every essential feature is still there and still essential, and no other feature
-has become essential. So a step may drop a transform level, but can never trade the bug for another
+"The same bug" is :class:`Goal`: the same verdict (or its one-sided form, NOTE [one-sided errors]) under
+the same oracle, the same error types (and error message, digits ignored) on each side for error
+verdicts, and the same *essential* features (NOTE [signatures]): every essential feature is still there
+and still essential, and no other feature has become essential. So a step may drop a transform level, but can never trade the bug for another
 one that happens to share its verdict. Every step is checked for all of it but the last clause, which
 costs a run per feature of the case; that one is checked on the result, and if it fails there the
 walk backs up to the newest accepted case that passes it and goes on from there checking everything. The bucket's signature is taken from the shrunk case: its

@@ -136,8 +136,10 @@ def condition_holds(name: str, function: Mapping[str, bool], side: SideInfo) -> 
         "side_aot_autograd": side.compiled is not None and side.compiled.backend in ("aot_eager", "inductor"),
         "side_higher_order": len(side.path) >= 2,  # a derivative of a derivative of the Function
         # a hand-written vmap rule stacks the per-sample outputs anew: what f then modifies in place under
-        # vmap is the stack, not the tensors the Function saved (a hand check of an issue-22 run)
-        "side_outputs_not_restacked": not (side.vmap and function.get("custom_vmap_rule", False)),
+        # vmap is the stack, not the tensors the Function saved (a hand check of an issue-22 run). Only
+        # where the Function's forward runs on batched primals (an explicit vmap): jacrev and hessian vmap
+        # their cotangents and tangents, the rule never runs, and f modifies the very outputs saved
+        "side_outputs_not_restacked": not (side.batched and function.get("custom_vmap_rule", False)),
     }
     return sides[name] if name in sides else bool(function.get(name, False))
 

@@ -5,6 +5,7 @@ torch. The same Function with a faithful jvp is consistent; a stack without forw
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from fuzzer.ir.case import Case, FDef, FunctionDef, Inputs, Node, Output, Transform, View
@@ -62,6 +63,18 @@ def test_a_side_that_computes_from_a_modified_saved_tensor_broke_the_version_che
     assert (j.verdict, j.reason) == ("promise_broken", "saved_tensor_modified_in_place"), (j.verdict, j.fingerprint)
     assert j.outcome is not None and j.outcome.functorch.ok and not j.outcome.reference.ok
     assert "modified by an inplace operation" in j.fingerprint
+
+
+def test_jacrev_of_a_function_with_a_hand_written_vmap_rule_owes_the_version_check() -> None:
+    """The restacking exemption (side_outputs_not_restacked) is for a side whose Function forward runs on
+    batched primals; jacrev vmaps only cotangents, the hand-written rule never runs, and torch.func's
+    wrappers of the twice-returned tensor lose the version check as under grad (2.13 called this case
+    'expected' while the rule was keyed on any vmap-ing transform). An explicit vmap still restacks."""
+    case = _dup_case(twice=True)
+    fn = replace(case.function, vmap_rule="custom")
+    j = Judge()(validate(replace(case, function=fn, transforms=(Transform("jacrev"),))), MAIN)
+    assert (j.verdict, j.reason) == ("promise_broken", "saved_tensor_modified_in_place"), (j.verdict, j.reason)
+    assert j.outcome is not None and j.outcome.functorch.ok and not j.outcome.reference.ok
 
 
 def test_torch_func_keeps_the_version_check_of_a_single_saved_output() -> None:

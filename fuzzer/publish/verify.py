@@ -310,6 +310,7 @@ class Verifier:
         self._tasks: queue.SimpleQueue[Callable[[ForkServer | None], None] | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._futures: list[tuple[Bucket[Finding], Future[None]]] = []
+        self._locks: dict[str, threading.Lock] = {}  # NOTE [one staging folder per bucket]
 
     def start(self) -> None:
         self.widen(1)
@@ -331,16 +332,29 @@ class Verifier:
 
     def submit(self, bucket: Bucket[Finding], finding: Finding) -> None:
         """Stage ``finding`` and verify it on a thread; on success it becomes the bucket's published
-        repro, on failure a pending bucket becomes ``unverified``."""
-        staged = stage(self.out, finding)
+        repro, on failure a pending bucket becomes ``unverified``.
+
+        NOTE [one staging folder per bucket]
+        A bucket stages every finding it verifies in ``OUT/.pending/<id>/`` (a smaller repro of a verified
+        bucket is verified again, NOTE [smallest repro]), and staging empties that folder. So the staging
+        is done by the task, under the bucket's lock, never at submit: a later submit of the same bucket
+        used to empty the folder while a verification ran its repro there (a fresh rerun of 11 s saw its
+        own directory vanish and raised FileNotFoundError inside torch.func.grad)."""
         sig = bucket.signature
+        lock = self._locks.setdefault(sig.id, threading.Lock())
         done: Future[None] = Future()
 
         def verify(server: ForkServer | None) -> None:
             try:
-                ok, path = verify_and_publish(
-                    self.out, staged, finding, python=self.python, case_timeout=self.case_timeout, server=server
-                )
+                with lock:
+                    ok, path = verify_and_publish(
+                        self.out,
+                        stage(self.out, finding),
+                        finding,
+                        python=self.python,
+                        case_timeout=self.case_timeout,
+                        server=server,
+                    )
             except Exception:  # noqa: BLE001 (a verification failure must not end the campaign)
                 ok, path = False, None
                 self.log(f"--- verifying {sig.id}\n{traceback.format_exc()}")

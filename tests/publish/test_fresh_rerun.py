@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
 from fuzzer.ir.case import Case
+from fuzzer.ir.serde import load
 from fuzzer.judge.judge import Judge
 from fuzzer.publish.forkserver import ForkServer
-from fuzzer.publish.verify import stage, verify_and_publish
+from fuzzer.publish.verify import Verifier, stage, verify_and_publish
+from fuzzer.triage.buckets import Bucket
 
 
 def test_a_value_finding_a_fork_child_verifies_is_rerun_in_a_fresh_interpreter(
@@ -59,3 +62,29 @@ def test_a_value_finding_only_a_fork_child_reproduces_is_not_published(
     record = json.loads((dest / "finding.json").read_text())["verification"]
     assert not verified and dest.parent.name == "unverified"
     assert record["fresh_rerun"]["exit_code"] == 0 and "output_tail" in record["fresh_rerun"]
+
+
+def test_two_repros_of_one_bucket_verify_one_after_the_other(
+    tmp_path: Path, judged_finding, planted_case: Case
+) -> None:
+    """NOTE [one staging folder per bucket]: a smaller repro of a bucket submitted while the bucket's
+    previous one is still queued or running no longer empties the staging folder under it: each is
+    staged and verified in turn, and the folder published last holds the files of the finding it names."""
+    first, j = judged_finding(planted_case, "vmap_vs_loop")
+    assert j.verdict == "value_mismatch"
+    values = tuple(tuple(2 * v for v in vals) for vals in planted_case.inputs.values)
+    second = dataclasses.replace(
+        first, case=dataclasses.replace(planted_case, inputs=dataclasses.replace(planted_case.inputs, values=values))
+    )
+    bucket = Bucket(first.signature, first)
+    log: list[str] = []
+    verifier = Verifier(tmp_path, python=sys.executable, case_timeout=60.0, log=log.append)
+    verifier.start()
+    verifier.submit(bucket, first)
+    verifier.submit(bucket, second)
+    verifier.close()
+    assert not log, log
+    assert bucket.status == "verified" and bucket.finding is second
+    published = tmp_path / "findings" / first.signature.id
+    assert load(str(published / "case.json")) == second.case
+    assert not (tmp_path / "unverified").exists()

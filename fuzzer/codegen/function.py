@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import ast
 import re
+import threading
+from typing import Any
 
 from ..ir.case import INPLACE_OPS, INVERTIBLE_VIEWS, NON_TENSOR_OUTPUT, FunctionDef, View
 from ..ir.dataflow import grad_flows, live_nodes, needed_values, value_provided_by_saved
@@ -537,6 +539,22 @@ def render_plain_forward(fn: FunctionDef) -> list[str] | None:
     return _return_directly([line[4:] for line in body])
 
 
+# NOTE [ast lock]
+# CPython 3.11's ast module keeps its constructor's recursion depth in interpreter-wide state, so two
+# threads parsing at once (a garbage-collection callback may switch threads mid-conversion) can raise
+# "SystemError: AST constructor recursion depth mismatch" (CPython gh-106905). A campaign renders repros on
+# its driver thread and on its verification threads (NOTE [one staging folder per bucket] in
+# fuzzer/publish/verify.py), so every ast.parse of the renderer holds this lock.
+AST_LOCK = threading.Lock()
+
+
+def parse(source: str, mode: str = "exec") -> Any:
+    """``ast.parse`` under :data:`AST_LOCK` (NOTE [ast lock]): an ``ast.Module`` (an ``ast.Expression`` for
+    ``mode="eval"``)."""
+    with AST_LOCK:
+        return ast.parse(source, mode=mode)
+
+
 _ASSIGN = re.compile(r"(\s+)(\w+) = (.+)")
 
 
@@ -584,7 +602,7 @@ def _inputs_directly(lines: list[str]) -> list[str]:
     every_input: list[str] | None = None
     k = 0
     for line in body:
-        tree = ast.parse(line.strip())
+        tree = parse(line.strip())
         stmt = tree.body[0] if len(tree.body) == 1 else None
         if not (
             isinstance(stmt, ast.Assign)
@@ -646,7 +664,7 @@ def _substitute(expr: str, name: str, value: str) -> str | None:
     """``expr`` with its one read of ``name`` replaced by ``value`` (parenthesized as needed), or None
     where ``name`` is read more or less than once, or either side calls an in-place method."""
     try:
-        tree, val = ast.parse(expr, mode="eval"), ast.parse(value, mode="eval")
+        tree, val = parse(expr, mode="eval"), parse(value, mode="eval")
     except SyntaxError:
         return None
     reads = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == name]

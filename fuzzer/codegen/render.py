@@ -21,7 +21,7 @@ from ..ir.case import Case, Compile, Transform
 from ..ir.features import derivatives_exact
 from ..ir.oracles import COMPILED, MAIN, REFERENCE_MODES, reference_case
 from ..ir.shapes import in_dims_of, input_shapes, level_input_shapes, level_output_shapes, needs_sum, output_shapes
-from .function import CLASS_NAME, render_function, render_plain_forward
+from .function import CLASS_NAME, parse, render_function, render_plain_forward
 
 _RUNTIME = ("outcome", "finite_forward", "run", "too_slow", "check", "triage", "main")
 #: The comparison, in every style.
@@ -83,7 +83,7 @@ def lib_sources(docstrings: bool = True) -> dict[str, str]:
     out = {}
     for name in ("error_key.py", "repro_lib.py", "repro_fd.py"):
         text = Path(__file__).with_name(name).read_text(encoding="utf-8")
-        for node in ast.parse(text).body:
+        for node in parse(text).body:
             if isinstance(node, ast.FunctionDef):
                 lines = (ast.get_source_segment(text, node) or "").splitlines()
                 doc = node.body[0]
@@ -717,7 +717,7 @@ def _straight_line(expr: str, name: str, n_inputs: int = 1) -> list[str] | None:
     not reproduce, and the repro is rendered again with the composed twins (``Expect.straight=False``).
     Chosen only where it makes the script shorter. Returns the ``def`` lines, or None when no level can be
     written so."""
-    node = ast.parse(expr, mode="eval").body
+    node = parse(expr, mode="eval").body
     levels: list[tuple[str, bool]] = []
     while isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _STRAIGHT:
         kw = {k.arg: k.value for k in node.keywords}

@@ -21,9 +21,9 @@ from fuzzer.ir.dataflow import live_outputs, repair_vmap_dims
 from fuzzer.ir.features import ALL_FEATURES
 from fuzzer.ir.shapes import MAX_MAGNITUDE, forward_bound, input_shapes, numel, output_shapes, reference_cost
 
-from ._validate import BOOLS, RARELY, check_int_range, check_subset, ints, pick
+from ._validate import BOOLS, check_int_range, check_subset, ints, pick, rarely
 from .functions import OP_ORDER, functions
-from .inputs import tensor_values
+from .inputs import VALUES
 from .transforms import transform_stacks
 
 __all__ = ["SHAPES", "case_groups", "cases", "group_entry"]
@@ -185,44 +185,26 @@ def _group(
     ops: tuple[str, ...] | None = None,
 ) -> tuple[Case | None, ...]:
     n_inputs = draw(ints(1, max_inputs))
-    stacks = transform_stacks(
-        n_inputs=n_inputs,
-        min_depth=min_depth,
-        max_depth=max_depth,
-        transforms=transforms,
-        outer_autograd=outer_autograd,
-    )
+    stacks = _stacks(n_inputs, min_depth, max_depth, transforms, outer_autograd)
     stack = draw(stacks)
     fits = [s for s in SHAPES if reference_cost(stack, s, s) <= max_cost] or [()]
     shape = pick(draw, fits)
-    fn = draw(
-        functions(
-            shape=shape,
-            n_inputs=n_inputs,
-            max_inputs=max_inputs,
-            max_outputs=max_outputs,
-            max_nodes=max_nodes,
-            styles=styles,
-            vmap_rules=vmap_rules,
-            features=tags,
-            ops=ops,
-        )
-    )
+    fn = draw(_functions(shape, n_inputs, max_inputs, max_outputs, max_nodes, styles, vmap_rules, tags, ops))
     n_out = len(fn.outputs)
     uses = tuple(sorted(draw(_uses(n_out))))
     live = live_outputs(fn)
-    if live and not set(uses) & set(live) and not draw(RARELY):  # NOTE [live gradient] in strategies/functions.py
+    if live and not set(uses) & set(live) and not rarely(draw):  # NOTE [live gradient] in strategies/functions.py
         uses = tuple(sorted({*uses, pick(draw, list(live))}))
     shapes = output_shapes(fn, shape)
     combine = pick(draw, ("add", "sum"))
     if len({shapes[j] for j in uses}) > 1:
         combine = "sum"
     in_place = tags is None or "inplace_on_output" in tags
-    inplace = tuple(j for j, o in enumerate(fn.outputs) if o.kind == "node" and in_place and draw(RARELY))
+    inplace = tuple(j for j, o in enumerate(fn.outputs) if o.kind == "node" and in_place and rarely(draw))
     inplace_no_grad = bool(inplace) and draw(BOOLS)
     # NOTE [aliased inputs]: 1 Function in 4 of several inputs gets one input in two of its arguments
     apply_args: tuple[int, ...] = ()
-    if fn.n_inputs > 1 and not fn.dirty and (tags is None or "aliased_inputs" in tags) and draw(RARELY):
+    if fn.n_inputs > 1 and not fn.dirty and (tags is None or "aliased_inputs" in tags) and rarely(draw):
         j = draw(ints(1, fn.n_inputs - 1))
         apply_args = tuple(draw(ints(0, j - 1)) if k == j else k for k in range(fn.n_inputs))
     f = FDef(uses, combine, inplace, inplace_no_grad, apply_args)
@@ -232,6 +214,55 @@ def _group(
         fitting = shape == () or reference_cost(stack, shape, shape) <= max_cost  # () is every stack's fallback
         group.append(_variant(draw, fn, f, shape, stack, dtypes) if fitting else None)
     return tuple(group)
+
+
+@lru_cache(maxsize=256)
+def _stacks(
+    n_inputs: int, min_depth: int, max_depth: int, transforms: tuple[str, ...], outer_autograd: bool | None
+) -> st.SearchStrategy[tuple[Transform, ...]]:
+    """NOTE [cheap draws]: one strategy object per parameter set (a new one validates itself on its
+    first draw, and a group draws one per decoding)."""
+    return transform_stacks(
+        n_inputs=n_inputs,
+        min_depth=min_depth,
+        max_depth=max_depth,
+        transforms=transforms,
+        outer_autograd=outer_autograd,
+    )
+
+
+@lru_cache(maxsize=1024)
+def _functions(
+    shape: tuple[int, ...],
+    n_inputs: int,
+    max_inputs: int,
+    max_outputs: int,
+    max_nodes: int,
+    styles: tuple[str, ...],
+    vmap_rules: tuple[str, ...],
+    tags: frozenset[str] | None,
+    ops: tuple[str, ...] | None,
+) -> st.SearchStrategy[FunctionDef]:
+    """NOTE [cheap draws]: as :func:`_stacks`, for the Function."""
+    return functions(
+        shape=shape,
+        n_inputs=n_inputs,
+        max_inputs=max_inputs,
+        max_outputs=max_outputs,
+        max_nodes=max_nodes,
+        styles=styles,
+        vmap_rules=vmap_rules,
+        features=tags,
+        ops=ops,
+    )
+
+
+def _values(draw: st.DrawFn, n: int) -> tuple[float, ...]:
+    """NOTE [cheap draws]: ``n`` values as :func:`strategies.tensor_values` draws them (the same choices,
+    each an index into :data:`strategies.inputs.VALUES`), without a list strategy per tensor: the values
+    are a third of a group's decoding."""
+    index = ints(0, len(VALUES) - 1)
+    return tuple(VALUES[draw(index)] for _ in range(n))
 
 
 def _variant(
@@ -245,6 +276,6 @@ def _variant(
     """One case of a group: ``stack`` over the shared Function, with its own dtype and input values."""
     dtype = pick(draw, dtypes)
     draft = repair_vmap_dims(Case(fn, f, Inputs(shape, (), dtype), stack))
-    values = tuple(draw(tensor_values(n_inputs=1, numel=numel(s)))[0] for s in input_shapes(draft))
+    values = tuple(_values(draw, numel(s)) for s in input_shapes(draft))
     case = replace(draft, inputs=Inputs(shape, values, dtype))
     return case if forward_bound(case) <= MAX_MAGNITUDE else None

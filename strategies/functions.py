@@ -77,7 +77,8 @@ from fuzzer.ir.features import ALL_FEATURES
 from fuzzer.ir.shapes import numel
 from fuzzer.ir.validity import input_aliases, shifts_an_input
 
-from ._validate import BOOLS, RARELY, check_int_range, check_subset, ints, pick
+from ._validate import BOOLS, check_int_range, check_subset, ints, pick
+from ._validate import rarely as one_in_four
 
 __all__ = ["functions", "views"]
 
@@ -236,8 +237,8 @@ def _function(
     allow: frozenset[str],
     op_order: tuple[str, ...] = OP_ORDER,
 ) -> FunctionDef:
-    def rarely(tag: str) -> bool:  # a gated RARELY draw: no choice is made for a tag left out
-        return tag in allow and draw(RARELY)
+    def rarely(tag: str) -> bool:  # a gated one_in_four draw: no choice is made for a tag left out
+        return tag in allow and one_in_four(draw)
 
     def some(tag: str, items: Sequence[T]) -> tuple[T, ...]:
         """NOTE [rare features]: ``tag`` for 1 Function in 4 (of those it can apply to), and then each of
@@ -297,11 +298,11 @@ def _function(
     # ignored, as the first copy's (NOTE [valid comparisons] in fuzzer/ir/validity.py).
     same = [(o.kind, o.ref) if o.kind != "view" else j for j, o in enumerate(outputs)]  # views are distinct
     firsts = sorted({same.index(key) for key in same})
-    if set(firsts) <= set(unused) and not draw(RARELY):  # NOTE [live gradient]: one grad at least is used
+    if set(firsts) <= set(unused) and not one_in_four(draw):  # NOTE [live gradient]: one grad at least is used
         unused.remove(pick(draw, firsts))
     unused = tuple(j for j, key in enumerate(same) if same.index(key) in unused)
     nones = some("backward_returns_none", range(n_in))
-    if nones and len(nones) == n_in and not draw(RARELY):  # NOTE [live gradient]: one input at least gets one
+    if nones and len(nones) == n_in and not one_in_four(draw):  # NOTE [live gradient]: one input at least gets one
         keep = pick(draw, list(nones))
         nones = tuple(i for i in nones if i != keep)
     style = draw(style_st)
@@ -319,7 +320,7 @@ def _function(
     # Tensors kept on ctx break a documented rule (NOTE [valid comparisons] in fuzzer/ir/validity.py): no
     # comparison of such a Function is a torch finding, so it is drawn for 1 Function in 8 only.
     ctx = "saved_on_ctx" in allow and draw(ints(0, 7)) == 7
-    on_ctx = tuple(r for r in fn.saved if draw(RARELY)) if ctx else ()
+    on_ctx = tuple(r for r in fn.saved if one_in_four(draw)) if ctx else ()
     detached = some("saved_detached", fn.saved)
     dirty = tuple(
         i

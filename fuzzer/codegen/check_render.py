@@ -105,7 +105,7 @@ def _verdict_fd(verdict: str) -> str:
     return out
 
 
-_VERDICT = ("message_key", "error_key", "torch_bug", "layout")
+_VERDICT = ("message_key", "error_key", "torch_bug", "layout", "identical")
 
 
 def rule_applies(target: Target, oracle: str) -> str | None:

@@ -25,7 +25,7 @@ from .function import CLASS_NAME, parse, render_function, render_plain_forward
 
 _RUNTIME = ("outcome", "finite_forward", "run", "too_slow", "check", "triage", "main")
 #: The comparison, in every style.
-_VERDICT = ("message_key", "error_key", "torch_bug", "layout", "verdict")
+_VERDICT = ("message_key", "error_key", "torch_bug", "layout", "identical", "verdict")
 #: The verdict of a pair where at least one side raised, by (functorch raised, other side raised).
 ERRORS_LINE = (
     'ERRORS = {(True, True): "different_errors", (True, False): "error_functorch_only", '

@@ -20,6 +20,7 @@ Invariants of the source it writes:
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import threading
 from typing import Any
@@ -522,10 +523,17 @@ def render_function(
     """The lines of the class ``Fn`` for ``fn``, whose tensor inputs have the base shape ``base`` and
     dtype ``dtype`` (torch's name for it). ``compact`` (a published repro): a value assigned on the line
     before a ``return`` of just that name is returned directly."""
-    lines = _class_lines(fn, base, dtype)
+    lines = list(_class_lines_of(fn, base, dtype))
     if not compact:
         return lines
     return _inputs_directly(_return_directly(_drop_unused(lines)))
+
+
+@functools.lru_cache(maxsize=64)
+def _class_lines_of(fn: FunctionDef, base: tuple[int, ...], dtype: str) -> tuple[str, ...]:
+    """:func:`_class_lines`, once per Function: a campaign's group of cases shares one (NOTE [case groups]
+    in strategies/cases.py), and the shrinker and ablation render one Function many times."""
+    return tuple(_class_lines(fn, base, dtype))
 
 
 def render_plain_forward(fn: FunctionDef) -> list[str] | None:

@@ -21,6 +21,7 @@ import threading
 import time
 import types
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from types import CodeType
@@ -150,12 +151,14 @@ def _deadline(seconds: float | None) -> Iterator[None]:
 # Every rendered script repeats the same runtime functions (check, verdict, the create_graph twins...),
 # and compiling ~200 lines costs about as much as a small case's torch work. So a script is compiled as
 # its top-level blocks (split where a column-0 line follows two blank lines), and a block's code object
-# is reused once the same text has been seen before. Executing the blocks in order into one namespace
-# is executing the script: each block is whole top-level statements. Should a split ever fall inside a
-# string, that block does not compile and the whole script is compiled as one, as before.
+# is reused while the same text is among the last :data:`_CODE_BLOCKS` blocks used: the runtime's
+# blocks, and the Function and ``f`` a group of cases shares (NOTE [case groups] in strategies/cases.py).
+# Executing the blocks in order into one namespace is executing the script: each block is whole
+# top-level statements. Should a split ever fall inside a string, that block does not compile and the
+# whole script is compiled as one, as before.
 _BLOCKS = re.compile(r"\n\n\n(?=\S)")
-_CODE: dict[str, CodeType] = {}  # block text -> code, for blocks seen at least twice
-_SEEN: set[int] = set()  # hashes of blocks seen once (cleared when large)
+_CODE_BLOCKS = 512
+_CODE: OrderedDict[str, CodeType] = OrderedDict()  # block text -> code, least recently used first
 
 
 def _compiled(source: str, name: str) -> list[CodeType]:
@@ -164,14 +167,11 @@ def _compiled(source: str, name: str) -> list[CodeType]:
         for block in _BLOCKS.split(source):
             code = _CODE.get(block)
             if code is None:
-                code = compile(block, name, "exec")
-                key = hash(block)
-                if key in _SEEN and len(_CODE) < 2048:
-                    _CODE[block] = code
-                elif len(_SEEN) < 20_000:
-                    _SEEN.add(key)
-                else:
-                    _SEEN.clear()
+                code = _CODE[block] = compile(block, name, "exec")
+                if len(_CODE) > _CODE_BLOCKS:
+                    _CODE.popitem(last=False)
+            else:
+                _CODE.move_to_end(block)
             codes.append(code)
     except SyntaxError:
         return [compile(source, name, "exec")]

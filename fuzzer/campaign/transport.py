@@ -22,6 +22,7 @@ import multiprocessing.connection
 import os
 import signal
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +88,7 @@ class InProcess(Handle):
 def _process_main(conn: multiprocessing.connection.Connection, init: WorkerInit) -> None:
     """A local worker process: answer commands until the pipe closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the whole group; the driver decides
-    worker = Worker(init, beat=lambda what: conn.send(("beat", what)))
+    worker = Worker(replace(init, own_process=True), beat=lambda what: conn.send(("beat", what)))
     while True:
         try:
             command = conn.recv()
@@ -215,7 +216,7 @@ def _ray_worker_class() -> Any:
         @ray.remote(num_cpus=1, max_restarts=0)
         class RayWorker:
             def __init__(self, init: WorkerInit) -> None:
-                self.worker = Worker(init)
+                self.worker = Worker(replace(init, own_process=True))
 
             def pid(self) -> int:
                 return os.getpid()

@@ -31,7 +31,14 @@ from ..ir.case import Case
 from ..ir.features import features
 from ..ir.oracles import COMPILED, applicable
 from ..ir.verdicts import ERROR_VERDICTS, FINDING_VERDICTS
-from ..judge.execute import COMPILED_TRIAGE, Outcome, record_torch_state, torch_state_changes, triage_source
+from ..judge.execute import (
+    COMPILED_TRIAGE,
+    Outcome,
+    freeze_heap,
+    record_torch_state,
+    torch_state_changes,
+    triage_source,
+)
 from ..judge.judge import Judge, Judgement
 from ..triage.buckets import KnownBuckets, RawFinding, error_bucket_id, quick_key
 from ..triage.shrink import Goal, Shrinker
@@ -66,6 +73,8 @@ class Worker:
         self._timed_out = False  # a case hit the per-case timer (NOTE [interrupted cases])
         self._leaked: list[str] = []  # NOTE [leaked torch state]: what the last case left changed
         record_torch_state()
+        if init.own_process:
+            freeze_heap(start=True)  # NOTE [frozen heap]: never in a process it shares
         self.compiles = CompileShare(init.seed, init.slot, init.compile_share, by=init.steer_by)
         self._started = time.monotonic()
 

@@ -1,0 +1,28 @@
+"""NOTE [frozen heap] and the worker's time: what a worker's time is spent on is counted, bounded and
+shown, without torch fakes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_worker_process_freezes_its_heap_and_a_shared_process_never_does() -> None:
+    """NOTE [frozen heap]: a worker with its own process freezes what it imported (a full collection then
+    walks only what cases made); a worker sharing its process (in-process campaigns, tests) leaves it."""
+    code = (
+        "import gc, sys\n"
+        "from fuzzer.campaign.protocol import WorkerInit\n"
+        "from fuzzer.campaign.worker import Worker\n"
+        "Worker(WorkerInit(slot=0, seed=1, own_process=sys.argv[1] == 'own'))\n"
+        "print(gc.get_freeze_count())\n"
+    )
+    own = subprocess.run([sys.executable, "-c", code, "own"], capture_output=True, text=True, cwd=ROOT, check=True)
+    shared = subprocess.run(
+        [sys.executable, "-c", code, "shared"], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    assert int(own.stdout) > 100_000  # torch and the fuzzer's modules
+    assert int(shared.stdout) == 0

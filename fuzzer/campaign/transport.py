@@ -85,10 +85,27 @@ class InProcess(Handle):
         return out
 
 
+class _Beats:
+    """A worker process's beats (NOTE [worker protocol]), sent where they tell the driver something: what
+    the worker is doing changed, or a second passed since the last one (it is alive). A case beats before
+    each of its oracles; one message per case says the same, for a pipe write instead of several."""
+
+    def __init__(self, conn: multiprocessing.connection.Connection, every: float = 1.0) -> None:
+        self.conn, self.every = conn, every
+        self.last: Any = None
+        self.sent = 0.0
+
+    def __call__(self, what: Any) -> None:
+        now = time.monotonic()
+        if what != self.last or now - self.sent >= self.every:
+            self.conn.send(("beat", what))
+            self.last, self.sent = what, now
+
+
 def _process_main(conn: multiprocessing.connection.Connection, init: WorkerInit) -> None:
     """A local worker process: answer commands until the pipe closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the whole group; the driver decides
-    worker = Worker(replace(init, own_process=True), beat=lambda what: conn.send(("beat", what)))
+    worker = Worker(replace(init, own_process=True), beat=_Beats(conn))
     while True:
         try:
             command = conn.recv()

@@ -115,7 +115,7 @@ class Worker:
                 case = self.compiles.attach(case, pos, self.init.campaign_seconds + time.monotonic() - self._started)
             # NOTE [worker protocol]: a compiled case's beat names its compile, which the position alone does not
             self._current = ("case", pos) if case.compile is None else ("case", pos, case.compile)
-            report = self.run(case, pos)
+            report = self.run(case, pos, tags)
             reports.append(replace(report, generate_seconds=generate))
             generate = 0.0
             self.compiles.record(report.seconds, sum(s for o, s in report.oracle_seconds if o == COMPILED))
@@ -154,9 +154,9 @@ class Worker:
             return "internal_error", ""
         return j.verdict, j.fingerprint
 
-    def run(self, case: Case, k: int = -1) -> CaseReport:
+    def run(self, case: Case, k: int = -1, tags: tuple[str, ...] | None = None) -> CaseReport:
         """Run ``case`` under every oracle that applies (NOTE [oracles]) through the judge. Never raises:
-        an internal error is reported with its traceback."""
+        an internal error is reported with its traceback. ``tags``: its features, where known already."""
         start = time.perf_counter()
         verdicts: list[tuple[str, str, str | None]] = []
         found: list[RawFinding] = []
@@ -197,7 +197,7 @@ class Worker:
         self._leaked = torch_state_changes()  # NOTE [leaked torch state]
         return CaseReport(
             k=k,
-            features=features(case),
+            features=features(case) if tags is None else tags,
             transforms=tuple(t.name for t in case.transforms),
             verdicts=tuple(verdicts),
             findings=tuple(found),

@@ -3,6 +3,7 @@ saved in ``state.json`` for ``--resume``) and what it has counted so far (:class
 
 from __future__ import annotations
 
+import random
 import sys
 import time
 from collections import Counter, defaultdict
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..ir.case import Compile
 from ..ir.oracles import COMPILED, MAIN
 from ..triage.shrink import DEFAULT_BUDGET
 from .protocol import CaseReport
@@ -82,6 +84,55 @@ class CampaignConfig:
         return cls(out=out, **{k: v for k, v in d.items() if k in cls.__dataclass_fields__ and k != "out"})
 
 
+# NOTE [case sample]
+# ``bench/scale_bench.py --from-run`` compares what a campaign's fuzz loop spent per case with the bare
+# torch work of the same cases, which it regenerates: a stream position names a case
+# (NOTE [worker streams] in fuzzer/gen/streams.py), but which positions a time-steered worker ran, and
+# which of them ran compiled and how, only the run knows. So the driver keeps a uniform sample of the cases reported, compiled and not
+# apart (reservoir sampling, Vitter's algorithm R, :data:`SAMPLE_SIZE` each: the same size after a
+# minute as after a night), saved with the counters and written to ``summary.json`` as ``case_sample``.
+SAMPLE_SIZE = 2000
+SAMPLE_KINDS = ("torch_func", "compiled")
+
+
+class CaseSample:
+    """NOTE [case sample]: per kind, a uniform sample of the cases reported so far, each as ``[slot,
+    position]`` (a compiled one also ``backend, fullgraph, placement``), and how many it was drawn from."""
+
+    def __init__(self, seed: int = 0, size: int = SAMPLE_SIZE) -> None:
+        if size < 1:
+            raise ValueError(f"size must be at least 1, not {size!r}")
+        self.size = size
+        self.seen = dict.fromkeys(SAMPLE_KINDS, 0)
+        self.cases: dict[str, list[list[Any]]] = {k: [] for k in SAMPLE_KINDS}
+        self._rng = random.Random(f"{seed}/case-sample")
+
+    def add(self, slot: int, k: int, compiled: Compile | None) -> None:
+        kind = "torch_func" if compiled is None else "compiled"
+        entry: list[Any] = [slot, k]
+        if compiled is not None:
+            entry += [compiled.backend, compiled.fullgraph, compiled.placement]
+        self.seen[kind] += 1
+        chosen = self.cases[kind]
+        if len(chosen) < self.size:
+            chosen.append(entry)
+        else:
+            j = self._rng.randrange(self.seen[kind])
+            if j < self.size:
+                chosen[j] = entry
+
+    def to_json(self) -> dict[str, Any]:
+        return {"size": self.size, "seen": dict(self.seen), "cases": {k: list(v) for k, v in self.cases.items()}}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any], seed: int = 0) -> CaseSample:
+        sample = cls(seed, int(d.get("size", SAMPLE_SIZE)))
+        for kind in SAMPLE_KINDS:
+            sample.seen[kind] = int(d.get("seen", {}).get(kind, 0))
+            sample.cases[kind] = [list(e) for e in d.get("cases", {}).get(kind, [])]
+        return sample
+
+
 @dataclass
 class Stats:
     cases: int = 0
@@ -98,10 +149,13 @@ class Stats:
     verdicts: Counter[str] = field(default_factory=Counter)
     limitations: Counter[str] = field(default_factory=Counter)
     not_applicable: Counter[str] = field(default_factory=Counter)  # NOTE [valid comparisons]: reason -> count
-    seconds: Counter[str] = field(default_factory=Counter)  # worker time: generate, torch, case, shrink
+    # worker time (NOTE [worker time]): generate, torch, case, triage, shrink; loop (the fuzz loop, triage
+    # apart), loop_compiled (of it, the compiled cases'), compiled (what running them compiled cost)
+    seconds: Counter[str] = field(default_factory=Counter)
     oracle_cases: Counter[str] = field(default_factory=Counter)  # cases each oracle ran on
     oracle_seconds: Counter[str] = field(default_factory=Counter)  # seconds each oracle's sides ran
     compiled_limitations: Counter[str] = field(default_factory=Counter)  # NOTE [compiled mode]: expected, by limitation
+    sample: CaseSample = field(default_factory=CaseSample)  # NOTE [case sample]
     elapsed_before: float = 0.0  # seconds run before a resume
     last_bucket_elapsed: float = 0.0
     started: float = field(default_factory=time.monotonic)
@@ -110,15 +164,20 @@ class Stats:
     def elapsed(self) -> float:
         return self.elapsed_before + time.monotonic() - self.started
 
-    def count(self, r: CaseReport) -> None:
-        """Count one case a worker reported (its findings are the bucket book's)."""
+    def count(self, r: CaseReport, slot: int = 0) -> None:
+        """Count one case the worker of ``slot`` reported (its findings are the bucket book's)."""
         self.cases += 1
+        self.sample.add(slot, r.k, r.compile)
         self.feature_counts.update(r.features)
         self.transform_counts.update(set(r.transforms))
         self.seconds["generate"] += r.generate_seconds
         self.seconds["torch"] += r.torch_seconds
         self.seconds["case"] += r.seconds
         self.seconds["triage"] += r.triage_seconds
+        self.seconds["loop"] += r.loop_seconds  # NOTE [worker time]
+        if r.compile is not None:
+            self.seconds["loop_compiled"] += r.loop_seconds
+            self.seconds["compiled"] += r.compiled_seconds
         self.float32_noise += r.float32_noise
         for oracle, seconds in r.oracle_seconds:
             self.oracle_cases[oracle] += 1
@@ -160,6 +219,7 @@ class Stats:
             "oracle_cases": dict(self.oracle_cases),
             "oracle_seconds": dict(self.oracle_seconds),
             "compiled_limitations": dict(self.compiled_limitations),
+            "case_sample": self.sample.to_json(),
             "elapsed": self.elapsed,
             "last_bucket_elapsed": self.last_bucket_elapsed,
         }
@@ -192,6 +252,7 @@ class Stats:
             "compiled_limitations",
         ):
             getattr(s, name).update(d.get(name, {}))
+        s.sample = CaseSample.from_json(d.get("case_sample", {}))
         s.elapsed_before = float(d.get("elapsed", 0.0))
         s.last_bucket_elapsed = float(d.get("last_bucket_elapsed", 0.0))
         return s

@@ -219,6 +219,8 @@ class Campaign:
             case_seconds=self.stats.seconds["case"] / self.stats.cases if self.stats.cases else 0.0,
         )
         if command is not None:
+            if slot.ready is None and not h.knows_current_case:
+                slot.ready = time.monotonic()  # NOTE [worker time]: no beats tell when it is up; from now
             h.send(command)
 
     def _cases_in_flight(self) -> int:
@@ -232,6 +234,8 @@ class Campaign:
         h = slot.handle
         assert h is not None
         for kind, payload in h.poll():
+            if slot.ready is None and kind in ("beat", "result"):
+                slot.ready = time.monotonic()  # NOTE [worker time]: its start-up is over
             if kind == "beat":
                 h.last_beat, h.current = time.monotonic(), payload
             elif kind == "result":
@@ -335,7 +339,7 @@ class Campaign:
     def _on_report(self, slot: Slot, r: CaseReport) -> None:
         slot.cases += 1
         slot.cases_since_start += 1
-        self.stats.count(r)
+        self.stats.count(r, slot.index)
         self.coverage.add(r.features, r.transforms, r.seconds)
         if r.internal_errors:
             self.log_internal("".join(r.internal_errors))

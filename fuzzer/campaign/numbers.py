@@ -69,6 +69,7 @@ def live(c: Campaign, updated: str) -> dict[str, Any]:
         "invalid_inputs": s.invalid,
         "internal_errors": s.internal_errors,
         "oracles": oracles(c),
+        "worker_time": worker_time(c),
         "swarm": swarm(c),
         "coverage": {
             **c.coverage.saturation(ALL_FEATURES, TRANSFORMS),
@@ -113,25 +114,74 @@ def shrink_stats(c: Campaign) -> dict[str, Any]:
     }
 
 
+def worker_wall(c: Campaign) -> float:
+    """Core seconds the workers have had since each slot's first worker first spoke (its start-up over; a
+    restart's counts in): the campaign's elapsed time times the workers, less each slot's first start-up
+    (NOTE [worker time])."""
+    elapsed = c.elapsed if c.elapsed is not None else c.stats.elapsed  # a stopped campaign: its length
+    end = c.stats.started + elapsed - c.stats.elapsed_before
+    wall = elapsed * len(c.slots)
+    for slot in c.slots:
+        wall -= min(slot.ready if slot.ready is not None else end, end) - c.stats.started
+    return max(0.0, wall)
+
+
 def oracles(c: Campaign) -> dict[str, Any]:
-    """Per oracle: the cases it ran on, the core seconds its sides took, cases per core second and its share
-    of all case time (NOTE [compile share]: what the compiled oracle costs is measured, not assumed); the
-    compiled oracle's documented limitations by name (NOTE [compiled mode])."""
+    """Per oracle: the cases it ran on, the core seconds it took, cases per core second and its share of the
+    worker wall time (NOTE [worker time]: a torch.func oracle's sides; the compiled oracle all that its
+    cases cost for running compiled, NOTE [compile share]); the compiled oracle's documented limitations
+    by name (NOTE [compiled mode])."""
     s = c.stats
-    case_seconds = s.seconds.get("case", 0.0)
+    wall = worker_wall(c)
     out: dict[str, Any] = {}
+    compiled = s.seconds.get("compiled", 0.0)
     for oracle, n in s.oracle_cases.items():
-        secs = s.oracle_seconds.get(oracle, 0.0)
+        secs = compiled if oracle == COMPILED else s.oracle_seconds.get(oracle, 0.0)
         out[oracle] = {
             "cases": n,
             "core_seconds": round(secs, 3),
             "cases_per_core_second": round(n / secs, 2) if secs else None,
-            "share_of_case_time": round(secs / case_seconds, 4) if case_seconds else None,
+            "share_of_worker_time": round(secs / wall, 4) if wall else None,
         }
     if COMPILED in out:
+        out[COMPILED]["sides_core_seconds"] = round(s.oracle_seconds.get(COMPILED, 0.0), 3)
         out[COMPILED]["compile_share"] = c.config.compile_share
         out[COMPILED]["expected_by_limitation"] = dict(s.compiled_limitations)
     return out
+
+
+def worker_time(c: Campaign) -> dict[str, Any]:
+    """NOTE [worker time]: where the workers' wall time went, in core seconds and as shares of it: the fuzz
+    loop (of it: decoding and steering, the torch.func oracles' sides, running cases compiled, the rest:
+    rendering, loading, comparing, bookkeeping), triage of new findings, shrink jobs, and what is left
+    (waiting for the driver, restarts)."""
+    s = c.stats
+    wall = worker_wall(c)
+    loop = s.seconds.get("loop", 0.0)
+    compiled = s.seconds.get("compiled", 0.0)
+    sides = sum(v for o, v in s.oracle_seconds.items() if o != COMPILED)
+    parts = {
+        "generate": s.seconds.get("generate", 0.0),
+        "torch_func_sides": sides,
+        "compiled": compiled,
+        "loop_rest": max(0.0, loop - s.seconds.get("generate", 0.0) - sides - compiled),
+        "triage": s.seconds.get("triage", 0.0),
+        "shrink": s.seconds.get("shrink", 0.0),
+    }
+    parts["other"] = max(0.0, wall - loop - s.seconds.get("triage", 0.0) - parts["shrink"])
+    return {
+        "wall_core_seconds": round(wall, 3),
+        "fuzz_loop_core_seconds": round(loop, 3),
+        "core_seconds": {k: round(v, 3) for k, v in parts.items()},
+        "share": {k: round(v / wall, 4) if wall else None for k, v in parts.items()},
+        "cases": {"torch_func": s.cases - s.sample.seen["compiled"], "compiled": s.sample.seen["compiled"]},
+        "loop_seconds_per_case": {
+            "torch_func": round(
+                (loop - s.seconds.get("loop_compiled", 0.0)) / max(1, s.cases - s.sample.seen["compiled"]), 6
+            ),
+            "compiled": round(s.seconds.get("loop_compiled", 0.0) / max(1, s.sample.seen["compiled"]), 6),
+        },
+    }
 
 
 def swarm(c: Campaign) -> dict[str, Any]:
@@ -176,6 +226,8 @@ def summary(c: Campaign) -> dict[str, Any]:
         "float32_noise": s.float32_noise,
         "metamorphic_verdicts": {o: dict(c) for o, c in s.metamorphic.items()},
         "oracles": oracles(c),
+        "worker_time": worker_time(c),
+        "case_sample": s.sample.to_json(),  # NOTE [case sample]
         "shrink": shrink_stats(c),
         "feature_counts": {t: s.feature_counts.get(t, 0) for t in ALL_FEATURES},
         "transform_counts": {t: s.transform_counts.get(t, 0) for t in TRANSFORMS},

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..ir.case import Case
+from ..ir.case import Case, Compile
 from ..judge.execute import Outcome
 from ..triage.buckets import KnownBuckets, RawFinding
 from ..triage.shrink import Goal
@@ -56,6 +56,11 @@ class CaseReport:
     triage_seconds: float = 0.0  # of ``seconds``: telling a new finding's bug (ablation, known-bucket checks)
     generate_seconds: float = 0.0  # decoding it (and the draws steering skipped before it)
     oracle_seconds: tuple[tuple[str, float], ...] = ()  # (oracle, seconds its sides ran), each oracle run
+    # NOTE [worker time]: the whole fuzz-loop iteration of this case (its decoding, the draws steering
+    # skipped before it, running and judging it, the worker's bookkeeping), triage apart
+    loop_seconds: float = 0.0
+    compile: Compile | None = None  # how it also ran compiled (NOTE [compile share]); None: it did not
+    compiled_seconds: float = 0.0  # of ``seconds``: what running it compiled cost (NOTE [worker time])
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,7 @@ class Slot:
     job_started: float = 0.0  # when its job was sent
     buckets_sent: int = -1  # the book version its worker knows (-1: a new worker, none)
     started: float = field(default_factory=time.monotonic)
+    ready: float | None = None  # when its first worker first spoke (NOTE [worker time]); kept over restarts
     cases_since_start: int = 0
 
     def to_json(self) -> dict[str, Any]:

@@ -13,6 +13,18 @@ running when a process died or went silent (a hang that SIGALRM could not interr
 :class:`FuzzResult` or :class:`JobResult`, comes when the command is done, so a worker that dies loses
 the reports of the command it was running: the driver re-runs that command from its first position,
 skipping the case that killed the worker.
+
+NOTE [worker time]
+Every second of a worker's fuzz loop belongs to the case it was spent on: a case's ``loop_seconds`` run
+from the end of the case before to the end of its own bookkeeping, so they hold its decoding, the draws
+steering skipped before it, running and judging it, and the worker's bookkeeping; the ablation of a new
+finding (triage) is counted apart, like shrink jobs. Of a compiled case, ``compiled_seconds`` is all of
+its run but the sides of the oracles it would have run uncompiled: the compile, Dynamo's resets, the
+garbage collected after it, the script compiled whole. That is what ``--compile-share`` bounds (NOTE
+[compile share]) and what the summary shows as the compiled oracle's share of the worker wall time;
+``summary.json``'s ``case_sample`` names a uniform sample of the cases run, compiled and not apart,
+so that ``bench/scale_bench.py --from-run`` can time their bare torch work (NOTE [case sample] in
+:mod:`fuzzer.campaign.config`).
 """
 
 from __future__ import annotations
@@ -92,6 +104,7 @@ class Worker:
         reports: list[CaseReport] = []
         k, skipped, invalid, generate = cmd.start, 0, 0, 0.0
         recycle = None
+        began = time.perf_counter()  # NOTE [worker time]: when the next case's iteration began
         while len(reports) < cmd.max_cases and (not reports or time.monotonic() < deadline):
             if cmd.span is not None and k - cmd.start >= cmd.span:
                 break
@@ -116,11 +129,26 @@ class Worker:
             # NOTE [worker protocol]: a compiled case's beat names its compile, which the position alone does not
             self._current = ("case", pos) if case.compile is None else ("case", pos, case.compile)
             report = self.run(case, pos, tags)
-            reports.append(replace(report, generate_seconds=generate))
-            generate = 0.0
-            self.compiles.record(report.seconds, sum(s for o, s in report.oracle_seconds if o == COMPILED))
+            compiled = 0.0
+            if case.compile is not None:  # NOTE [worker time]: all of it but the oracles it would run anyway
+                others = sum(s for o, s in report.oracle_seconds if o != COMPILED)
+                compiled = max(0.0, report.seconds - report.triage_seconds - others)
             self.coverage.add(tags, names, report.seconds)
             self.cases_run += 1
+            now = time.perf_counter()
+            loop = now - began - report.triage_seconds
+            began = now
+            self.compiles.record(loop, compiled)
+            reports.append(
+                replace(
+                    report,
+                    generate_seconds=generate,
+                    loop_seconds=loop,
+                    compile=case.compile,
+                    compiled_seconds=compiled,
+                )
+            )
+            generate = 0.0
             recycle = self._recycle()
             if recycle:
                 break

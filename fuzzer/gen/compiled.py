@@ -4,9 +4,12 @@ NOTE [compile share]
 A compiled case costs 50-200 torch.func cases (a Dynamo compile of a small stack takes 0.05-0.5 s; a
 first Inductor compile tens of seconds), so the oracle ``compiled_vs_eager`` (NOTE [compiled mode] in
 :mod:`fuzzer.ir.case`) gets its own share of each worker's time, ``--compile-share`` (0 turns it off):
-a drawn case also runs compiled while the compiled oracle has used at most that fraction of the
-worker's case time so far (by time), or, with ``--steer-by cases`` (repeatable campaigns), where its
-position's own random number falls below ``share / COST_RATIO`` (by position alone).
+a drawn case also runs compiled while compiled cases have cost at most that fraction of the worker's
+fuzz-loop time so far (by time), or, with ``--steer-by cases`` (repeatable campaigns), where its
+position's own random number falls below ``share / COST_RATIO`` (by position alone). What a compiled
+case costs is all of it but the oracles it would run anyway: the compile, Dynamo's resets, collecting
+the garbage it leaves, the script compiled whole (NOTE [worker time] in :mod:`fuzzer.campaign.worker`),
+so the share is of the worker's wall time, not of the compiled sides' own seconds.
 
 How it runs compiled is named by the campaign seed, the slot and the position, like the case itself
 (NOTE [worker streams]): ``random.Random(f"{seed}/{slot}/compile/{k}")`` draws the backend (``eager``
@@ -49,8 +52,8 @@ class CompileShare:
             raise ValueError(f"share must be in [0, 1), not {share!r}")
         self.seed, self.slot, self.share, self.by = seed, slot, share, by
         self.elapsed = elapsed  # campaign seconds before this worker started (resume, restarts)
-        self.compiled_seconds = 0.0  # of the compiled oracle
-        self.case_seconds = 0.0  # of every case
+        self.compiled_seconds = 0.0  # what running cases compiled cost, all of it (NOTE [worker time])
+        self.loop_seconds = 0.0  # of the whole fuzz loop (every case's iteration, triage apart)
         self.compiled_cases = 0
 
     def attach(self, case: Case, k: int, campaign_seconds: float) -> Case:
@@ -60,13 +63,19 @@ class CompileShare:
         if self.by == "cases":
             if random.Random(f"{self.seed}/{self.slot}/compile-turn/{k}").random() >= self.share / COST_RATIO:
                 return case
-        elif self.compiled_seconds > self.share * self.case_seconds:
+        elif self.compiled_seconds > self.share * self.loop_seconds:
             return case
         inductor = campaign_seconds >= INDUCTOR_AFTER
         return replace(case, compile=compile_at(self.seed, self.slot, k, inductor=inductor))
 
-    def record(self, case_seconds: float, compiled_seconds: float) -> None:
-        """After a case: its seconds, and those of its compiled oracle (0 where it did not run one)."""
-        self.case_seconds += case_seconds
+    def record(self, loop_seconds: float, compiled_seconds: float) -> None:
+        """After a case: the seconds of its fuzz-loop iteration, and of them what running it compiled cost
+        (0 where it did not run compiled; NOTE [worker time])."""
+        self.loop_seconds += loop_seconds
         self.compiled_seconds += compiled_seconds
         self.compiled_cases += compiled_seconds > 0
+
+    @property
+    def used(self) -> float:
+        """The share of this worker's fuzz-loop time compiled cases took so far."""
+        return self.compiled_seconds / self.loop_seconds if self.loop_seconds else 0.0

@@ -105,10 +105,8 @@ def _compiled_text(oracles: dict[str, Any]) -> str:
     d = oracles.get("compiled_vs_eager")
     if not d:
         return ""
-    share = d.get("share_of_case_time") or 0.0
-    return (
-        f"  compiled {d['cases']} ({d.get('cases_per_core_second') or 0} per core s, {100 * share:.0f} % of case time)"
-    )
+    share = d.get("share_of_worker_time") or 0.0
+    return f"  compiled {d['cases']} ({d.get('cases_per_core_second') or 0} per core s, {100 * share:.0f} % of worker time)"
 
 
 def dashboard(live: dict[str, Any]) -> Group:
@@ -226,16 +224,16 @@ def _saturation_text(cov: dict[str, Any]) -> str:
 
 
 def _oracle_lines(oracles: dict[str, Any]) -> list[str]:
-    """Cost per oracle (cases, core seconds, share of the case time), and the compiled oracle's documented
-    limitations (NOTE [compiled mode])."""
+    """Cost per oracle (cases, core seconds, share of the worker wall time: NOTE [worker time]), and the
+    compiled oracle's documented limitations (NOTE [compiled mode])."""
     if not oracles:
         return []
     lines = [
-        "| oracle | cases | core s | cases per core s | share of case time |",
+        "| oracle | cases | core s | cases per core s | share of worker time |",
         "|---|---:|---:|---:|---:|",
     ]
     for o, d in oracles.items():
-        share = d.get("share_of_case_time")
+        share = d.get("share_of_worker_time")
         lines.append(
             f"| {o} | {d['cases']} | {d['core_seconds']} | {d.get('cases_per_core_second') or '-'} |"
             f" {f'{100 * share:.1f} %' if share is not None else '-'} |"
@@ -247,6 +245,29 @@ def _oracle_lines(oracles: dict[str, Any]) -> list[str]:
             f"Compiled oracle (--compile-share {compiled.get('compile_share')}): expected, by documented limitation: "
             + (", ".join(f"{k} {n}" for k, n in compiled.get("expected_by_limitation", {}).items()) or "none"),
         ]
+    return [*lines, ""]
+
+
+#: How report.md names the parts of the worker time (NOTE [worker time] in fuzzer/campaign/worker.py).
+WORKER_TIME_PARTS = {
+    "generate": "decoding cases (and the draws steering skipped)",
+    "torch_func_sides": "the torch.func oracles' sides (torch)",
+    "compiled": "running cases compiled (all of it)",
+    "loop_rest": "the rest of the fuzz loop (render, load, compare, bookkeeping)",
+    "triage": "triage of new findings",
+    "shrink": "shrink jobs",
+    "other": "waiting for the driver, restarts",
+}
+
+
+def _worker_time_lines(wt: dict[str, Any]) -> list[str]:
+    """Where the workers' wall time went (NOTE [worker time])."""
+    if not wt or not wt.get("wall_core_seconds"):
+        return []
+    lines = ["| worker time | core s | share |", "|---|---:|---:|"]
+    for part, label in WORKER_TIME_PARTS.items():
+        lines.append(f"| {label} | {wt['core_seconds'][part]:.1f} | {100 * (wt['share'][part] or 0):.1f} % |")
+    lines.append(f"| all ({wt['wall_core_seconds']:.1f} core s after start-up) | | 100 % |")
     return [*lines, ""]
 
 
@@ -287,6 +308,7 @@ def report_markdown(summary: dict[str, Any]) -> str:
         ),
         "",
         *_oracle_lines(summary.get("oracles") or {}),
+        *_worker_time_lines(summary.get("worker_time") or {}),
         "## Coverage (cases exercising each feature tag / transform)",
         "",
         _saturation_text(summary.get("coverage") or {}),

@@ -1,15 +1,91 @@
-"""NOTE [frozen heap], the worker's beats and time: what a worker's time is spent on is counted, bounded and
-shown, without torch fakes."""
+"""NOTE [worker time], NOTE [compile share], NOTE [case sample], NOTE [frozen heap] and the worker's beats:
+what a worker's time is spent on is counted, bounded and shown, without torch fakes."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
+import pytest
+
+from fuzzer.campaign.config import SAMPLE_KINDS, CaseSample, Stats
+from fuzzer.campaign.protocol import CaseReport
 from fuzzer.campaign.transport import _Beats
+from fuzzer.gen.compiled import CompileShare
+from fuzzer.ir.case import Case, Compile
+from fuzzer.publish.report import WORKER_TIME_PARTS, _worker_time_lines
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_compile_share_counts_all_a_compiled_case_costs_against_the_whole_loop(seed_case: Case) -> None:
+    """A case runs compiled while compiled cases took at most ``share`` of the fuzz loop's time so far,
+    all of their cost counted, not only the compiled oracle's sides."""
+    share = CompileShare(seed=1, slot=0, share=0.15)
+    assert share.used == 0.0
+    share.record(1.0, 0.0)
+    share.record(0.3, 0.2)  # a compiled case of 0.3 s: 0.2 s of it its compile, Dynamo's resets and the rest
+    assert share.used == pytest.approx(0.2 / 1.3) and share.compiled_cases == 1
+    assert share.attach(seed_case, 5, 0.0) is seed_case  # over the share: the next case runs eagerly only
+    share.record(0.1 / 0.15, 0.0)  # cheap cases ran
+    assert share.used < 0.15
+    attached = share.attach(seed_case, 5, 0.0)
+    assert attached.compile is not None and attached.compile.backend != "inductor"  # not in the first minute
+
+
+def _report(k: int, compiled: Compile | None, loop: float, compiled_seconds: float = 0.0) -> CaseReport:
+    return CaseReport(
+        k=k,
+        features=(),
+        transforms=(),
+        verdicts=(),
+        seconds=loop,
+        loop_seconds=loop,
+        compile=compiled,
+        compiled_seconds=compiled_seconds,
+    )
+
+
+def test_stats_count_loop_time_and_the_compiled_cases_cost_apart() -> None:
+    stats = Stats()
+    c = Compile("eager", True, "around")
+    stats.count(_report(0, None, 0.01), slot=0)
+    stats.count(_report(1, c, 0.5, 0.4), slot=1)
+    assert stats.seconds["loop"] == pytest.approx(0.51)
+    assert stats.seconds["loop_compiled"] == pytest.approx(0.5) and stats.seconds["compiled"] == pytest.approx(0.4)
+    assert stats.sample.seen == {"torch_func": 1, "compiled": 1}
+    assert stats.sample.cases["compiled"] == [[1, 1, "eager", True, "around"]]
+    again = Stats.from_json(json.loads(json.dumps(stats.to_json())))
+    assert again.sample.to_json() == stats.sample.to_json()  # saved with the counters (NOTE [resume])
+
+
+def test_the_case_sample_is_uniform_over_the_whole_run_and_bounded() -> None:
+    """NOTE [case sample]: after 20,000 cases a sample of 500 still draws from every part of the run."""
+    sample = CaseSample(seed=3, size=500)
+    for k in range(20_000):
+        sample.add(k % 2, k, None)
+    chosen = sample.cases["torch_func"]
+    assert len(chosen) == 500 and sample.seen["torch_func"] == 20_000 and sample.cases["compiled"] == []
+    quarters = Counter(4 * entry[1] // 20_000 for entry in chosen)
+    assert set(quarters) == {0, 1, 2, 3} and min(quarters.values()) > 90  # ~125 each
+    assert set(SAMPLE_KINDS) == set(sample.to_json()["cases"])
+    with pytest.raises(ValueError):
+        CaseSample(size=0)
+
+
+def test_every_part_of_the_worker_time_has_its_words_in_the_report() -> None:
+    parts = {"generate", "torch_func_sides", "compiled", "loop_rest", "triage", "shrink", "other"}
+    assert set(WORKER_TIME_PARTS) == parts
+    wt = {
+        "wall_core_seconds": 10.0,
+        "core_seconds": dict.fromkeys(parts, 1.0),
+        "share": dict.fromkeys(parts, 0.1),
+    }
+    lines = _worker_time_lines(wt)
+    assert all(any(label in line for line in lines) for label in WORKER_TIME_PARTS.values())
 
 
 class _Pipe:

@@ -43,6 +43,7 @@ class CampaignConfig:
     hang_limit: float | None = None  # silence before a worker is killed as hung (default 2 x timeout + 30 s)
     family_limit: int = 3  # NOTE [bucket families]: stacks shrunk per family; 0: every one
     shrink_share: float = 0.25  # NOTE [campaign driver]: most of the worker time shrink jobs may take
+    triage_share: float = 0.2  # NOTE [triage share]: most of the worker time triage of new findings may take
     # NOTE [compile share]: most of the case time compiled cases may take (affuzz run: DEFAULT_SHARE)
     compile_share: float = 0.0
 
@@ -72,6 +73,7 @@ class CampaignConfig:
             "hang_limit": self.hang_limit,
             "family_limit": self.family_limit,
             "shrink_share": self.shrink_share,
+            "triage_share": self.triage_share,
             "compile_share": self.compile_share,
             "command": self.command,
         }
@@ -143,6 +145,8 @@ class Stats:
     worker_restarts: int = 0  # workers that died or hung and were replaced
     worker_recycles: int = 0  # workers replaced after recycle_cases or max_rss_mb
     shrink_worker_crashes: int = 0  # workers that died in a shrink job
+    untriaged: int = 0  # NOTE [triage share]: new findings whose triage waited for the share
+    untriaged_at_end: int = 0  # ... and of them, those the grace left untriaged
     metamorphic: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     feature_counts: Counter[str] = field(default_factory=Counter)  # cases exercising each feature tag
     transform_counts: Counter[str] = field(default_factory=Counter)  # cases with each transform in the stack
@@ -150,7 +154,8 @@ class Stats:
     limitations: Counter[str] = field(default_factory=Counter)
     not_applicable: Counter[str] = field(default_factory=Counter)  # NOTE [valid comparisons]: reason -> count
     # worker time (NOTE [worker time]): generate, torch, case, triage, shrink; loop (the fuzz loop, triage
-    # apart), loop_compiled (of it, the compiled cases'), compiled (what running them compiled cost)
+    # apart), loop_compiled (of it, the compiled cases'), compiled (what running them compiled cost),
+    # triage_compiled (of triage, the compiled oracle's findings')
     seconds: Counter[str] = field(default_factory=Counter)
     oracle_cases: Counter[str] = field(default_factory=Counter)  # cases each oracle ran on
     oracle_seconds: Counter[str] = field(default_factory=Counter)  # seconds each oracle's sides ran
@@ -175,6 +180,7 @@ class Stats:
         self.seconds["case"] += r.seconds
         self.seconds["triage"] += r.triage_seconds
         self.seconds["loop"] += r.loop_seconds  # NOTE [worker time]
+        self.seconds["triage_compiled"] += r.compiled_triage_seconds
         if r.compile is not None:
             self.seconds["loop_compiled"] += r.loop_seconds
             self.seconds["compiled"] += r.compiled_seconds
@@ -209,6 +215,8 @@ class Stats:
             "worker_restarts": self.worker_restarts,
             "worker_recycles": self.worker_recycles,
             "shrink_worker_crashes": self.shrink_worker_crashes,
+            "untriaged": self.untriaged,
+            "untriaged_at_end": self.untriaged_at_end,
             "metamorphic": {o: dict(c) for o, c in self.metamorphic.items()},
             "feature_counts": dict(self.feature_counts),
             "transform_counts": dict(self.transform_counts),
@@ -236,6 +244,8 @@ class Stats:
             "worker_restarts",
             "worker_recycles",
             "shrink_worker_crashes",
+            "untriaged",
+            "untriaged_at_end",
         ):
             setattr(s, name, int(d.get(name, 0)))
         for o, c in d.get("metamorphic", {}).items():

@@ -58,7 +58,7 @@ from . import numbers, state
 from .config import CampaignConfig, Stats
 from .outdir import OutDir, now_iso
 from .protocol import CaseReport, Fuzz, FuzzResult, Job, JobResult, WorkerInit
-from .schedule import Scheduler, Slot
+from .schedule import Scheduler, Slot, Untriaged
 from .transport import InProcess, LocalProcess, RayActor, wait
 from .worker import rss_mb
 
@@ -90,6 +90,7 @@ class Campaign:
             slice_seconds=config.slice_seconds,
             max_cases=config.max_cases,
             in_process=not config.workers,
+            triage_share=config.triage_share,
         )
         self.verifier = Verifier(
             config.out, python=config.verify_python, case_timeout=config.case_timeout, log=self.log_internal
@@ -217,6 +218,7 @@ class Campaign:
             known_version=self.book.version,
             known=self.book.known,
             case_seconds=self.stats.seconds["case"] / self.stats.cases if self.stats.cases else 0.0,
+            triage_budget=self.scheduler.triage_budget(self.stats.seconds["triage"], numbers.worker_wall(self)),
         )
         if command is not None:
             if slot.ready is None and not h.knows_current_case:
@@ -272,6 +274,10 @@ class Campaign:
             reason = f"{why} while shrinking {job.raw.id}"
             self._complete(job, job.case, self._unshrunk_info(job, f"the worker died while shrinking it ({why})"))
         elif isinstance(command, Fuzz):
+            for _, rf in command.triage:  # NOTE [triage share]: what it carried waits for another worker
+                waiting = self.scheduler.untriaged.get(rf.quick)
+                if waiting is not None:
+                    waiting.sent = False
             position = None
             compiled = None
             if h.knows_current_case and current is not None and current[0] == "case":
@@ -330,8 +336,12 @@ class Campaign:
         slot.rss_mb = result.rss_mb
         self.stats.skipped += result.skipped
         self.stats.invalid += result.invalid
+        self.stats.seconds["triage"] += result.triage_seconds  # NOTE [triage share]
+        self.stats.seconds["triage_compiled"] += result.compiled_triage_seconds
         for report in result.reports:
             self._on_report(slot, report)
+        for k, rf in result.triaged:
+            self._on_triaged(k, rf)
         self._dirty = True
         if result.recycle:
             self._restart(slot, result.recycle, recycle=True)
@@ -346,9 +356,36 @@ class Campaign:
         for finding in r.findings:
             self._on_finding(slot, r.k, finding)
 
+    def _on_triaged(self, k: int, rf: RawFinding) -> None:
+        """NOTE [triage share]: an untriaged finding a command carried, back triaged (or not: it waits on)."""
+        waiting = self.scheduler.untriaged.get(rf.quick)
+        if waiting is None:  # met again as a known bug meanwhile: counted then
+            return
+        if rf.untriaged:
+            waiting.sent = False
+            return
+        del self.scheduler.untriaged[rf.quick]
+        self._on_finding(self.slots[waiting.slot], waiting.k, rf)
+        for _ in range(waiting.hits - 1):  # its repeats while it waited
+            self.book.see(RawFinding(rf.oracle, rf.verdict, rf.quick, rf.fingerprint, rf.stack))
+
     def _on_finding(self, slot: Slot, k: int, rf: RawFinding) -> None:
-        """The book says whether this is a known bug (NOTE [signature memo]); a new one is queued to shrink."""
+        """The book says whether this is a known bug (NOTE [signature memo]); a new one is queued to shrink,
+        an untriaged one to triage (NOTE [triage share])."""
+        if rf.untriaged and rf.quick not in self.book.quick:
+            waiting = self.scheduler.untriaged.get(rf.quick)
+            if waiting is not None:
+                waiting.hits += 1
+            else:
+                self.stats.untriaged += 1
+                self.scheduler.untriaged[rf.quick] = Untriaged(rf, slot.index, k)
+            return
+        if rf.untriaged:  # a quick key the book knows: a hit, like any repeat
+            rf = RawFinding(rf.oracle, rf.verdict, rf.quick, rf.fingerprint, rf.stack)
         seen = self.book.see(rf)
+        waiting = self.scheduler.untriaged.pop(rf.quick, None) if rf.raw is not None else None
+        for _ in range(waiting.hits if waiting is not None else 0):  # another worker triaged it meanwhile
+            self.book.see(RawFinding(rf.oracle, rf.verdict, rf.quick, rf.fingerprint, rf.stack))
         if seen.kind == "orphan":
             self.log_internal(f"--- a repeat of {rf.quick} arrived before its first report; not counted\n")
         if seen.kind != "new":
@@ -530,7 +567,8 @@ class Campaign:
             for slot in self.slots:
                 self._dispatch(slot, stopping, grace_over)
             busy = [s for s in self.slots if s.handle is not None and s.handle.command is not None]
-            if stopping and (not busy or grace_over) and (not queue or grace_over):
+            waiting = self.scheduler.untriaged
+            if stopping and (not busy or grace_over) and (not (queue or waiting) or grace_over):
                 if not any(isinstance(s.handle.command, Fuzz) for s in busy if s.handle is not None):
                     break
             wait([s.handle for s in busy if s.handle is not None], timeout=0.2)
@@ -569,6 +607,11 @@ class Campaign:
         for job in queue:
             self._complete(job, job.case, self._unshrunk_info(job, "the campaign ended before it was shrunk"))
         queue.clear()
+        if self.scheduler.untriaged:  # NOTE [triage share]: the grace ended first; counted, never silent
+            left = list(self.scheduler.untriaged.values())
+            self.stats.untriaged_at_end += len(left)
+            self.event("untriaged", findings=len(left), hits=sum(u.hits for u in left))
+            self.scheduler.untriaged.clear()
 
     def _record_history(self) -> None:
         """A row of ``queue_history`` and ``progress_history`` (every stats interval, and at the end)."""

@@ -70,6 +70,7 @@ def live(c: Campaign, updated: str) -> dict[str, Any]:
         "internal_errors": s.internal_errors,
         "oracles": oracles(c),
         "worker_time": worker_time(c),
+        "triage": triage_stats(c),
         "swarm": swarm(c),
         "coverage": {
             **c.coverage.saturation(ALL_FEATURES, TRANSFORMS),
@@ -101,6 +102,21 @@ def live(c: Campaign, updated: str) -> dict[str, Any]:
     }
 
 
+def triage_stats(c: Campaign) -> dict[str, Any]:
+    """NOTE [triage share]: what triage of new findings cost (per new bucket), and how many waited."""
+    s = c.stats
+    seconds = s.seconds.get("triage", 0.0)
+    return {
+        "share": c.config.triage_share,
+        "core_seconds": round(seconds, 3),
+        "of_which_compiled": round(s.seconds.get("triage_compiled", 0.0), 3),
+        "seconds_per_bucket": round(seconds / len(c.buckets), 3) if c.buckets else None,
+        "waited": s.untriaged,
+        "waiting": len(c.scheduler.untriaged),
+        "untriaged_at_end": s.untriaged_at_end,
+    }
+
+
 def shrink_stats(c: Campaign) -> dict[str, Any]:
     seconds = sorted(t for b in c.buckets.values() for t in b.shrink_seconds)
     return {
@@ -129,12 +145,12 @@ def worker_wall(c: Campaign) -> float:
 def oracles(c: Campaign) -> dict[str, Any]:
     """Per oracle: the cases it ran on, the core seconds it took, cases per core second and its share of the
     worker wall time (NOTE [worker time]: a torch.func oracle's sides; the compiled oracle all that its
-    cases cost for running compiled, NOTE [compile share]); the compiled oracle's documented limitations
-    by name (NOTE [compiled mode])."""
+    cases cost for running compiled, their findings' triage included, NOTE [compile share]); the compiled
+    oracle's documented limitations by name (NOTE [compiled mode])."""
     s = c.stats
     wall = worker_wall(c)
     out: dict[str, Any] = {}
-    compiled = s.seconds.get("compiled", 0.0)
+    compiled = s.seconds.get("compiled", 0.0) + s.seconds.get("triage_compiled", 0.0)
     for oracle, n in s.oracle_cases.items():
         secs = compiled if oracle == COMPILED else s.oracle_seconds.get(oracle, 0.0)
         out[oracle] = {
@@ -159,13 +175,14 @@ def worker_time(c: Campaign) -> dict[str, Any]:
     wall = worker_wall(c)
     loop = s.seconds.get("loop", 0.0)
     compiled = s.seconds.get("compiled", 0.0)
+    compiled_triage = s.seconds.get("triage_compiled", 0.0)
     sides = sum(v for o, v in s.oracle_seconds.items() if o != COMPILED)
     parts = {
         "generate": s.seconds.get("generate", 0.0),
         "torch_func_sides": sides,
-        "compiled": compiled,
+        "compiled": compiled + compiled_triage,
         "loop_rest": max(0.0, loop - s.seconds.get("generate", 0.0) - sides - compiled),
-        "triage": s.seconds.get("triage", 0.0),
+        "triage": s.seconds.get("triage", 0.0) - compiled_triage,
         "shrink": s.seconds.get("shrink", 0.0),
     }
     parts["other"] = max(0.0, wall - loop - s.seconds.get("triage", 0.0) - parts["shrink"])
@@ -228,6 +245,7 @@ def summary(c: Campaign) -> dict[str, Any]:
         "oracles": oracles(c),
         "worker_time": worker_time(c),
         "case_sample": s.sample.to_json(),  # NOTE [case sample]
+        "triage": triage_stats(c),
         "shrink": shrink_stats(c),
         "feature_counts": {t: s.feature_counts.get(t, 0) for t in ALL_FEATURES},
         "transform_counts": {t: s.transform_counts.get(t, 0) for t in TRANSFORMS},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +41,10 @@ class Fuzz:
     careful: bool = False  # no steering (re-running positions after a crash)
     span: int | None = None  # look at most this many positions (1: exactly ``start``)
     buckets: KnownBuckets | None = None  # the campaign's buckets so far (None: as in the last command)
+    # NOTE [triage share]: seconds this command may spend triaging new findings (past them a new finding
+    # is reported untriaged), and untriaged findings (stream position, finding) to triage first
+    triage_budget: float = math.inf
+    triage: tuple[tuple[int, RawFinding], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,7 @@ class CaseReport:
     loop_seconds: float = 0.0
     compile: Compile | None = None  # how it also ran compiled (NOTE [compile share]); None: it did not
     compiled_seconds: float = 0.0  # of ``seconds``: what running it compiled cost (NOTE [worker time])
+    compiled_triage_seconds: float = 0.0  # of ``triage_seconds``: the compiled oracle's findings'
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,11 @@ class FuzzResult:
     invalid: int = 0  # buffers that decoded to no case
     recycle: str | None = None  # why the worker asks to be replaced
     rss_mb: float = 0.0
+    # NOTE [triage share]: the command's untriaged findings, triaged (or still untriaged: no budget left),
+    # with their stream positions, and the seconds that took (of them, the compiled oracle's findings')
+    triaged: tuple[tuple[int, RawFinding], ...] = ()
+    triage_seconds: float = 0.0
+    compiled_triage_seconds: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -14,17 +14,31 @@ its budget of case runs at the mean seconds of a fuzzed case. The first job thus
 campaign has run about ``expected / (shrink_share * workers)`` seconds (13 s for 6.5 s jobs, 2 workers,
 1/4), and later ones keep the share on average instead of after the fact. The grace is unaffected:
 when stopping, every worker shrinks.
+
+NOTE [triage share]
+Triage of a new finding (its ablation, a run per feature, and the checks against known buckets: NOTE
+[signature memo]) runs inside the fuzz loop, where it is cheap for a torch.func finding and costs a
+compile per run for a compiled one; on a torch with many bugs, the first minutes find a new one every
+few cases. So it gets a share of the worker time like shrinking, ``triage_share``: each fuzz command
+may spend what the share leaves (``triage_share`` x the worker wall time so far, less the triage done,
+split between the slots, and at most :data:`TRIAGE_BURST` seconds), and a new finding met past it is
+reported *untriaged*, with its case and outcome. The scheduler keeps those (one per quick key, its
+repeats counted as hits) and hands them out again, a few per command, once the share allows; when the
+campaign stops they are triaged before any shrink job, in the grace. None is dropped: what the grace
+leaves untriaged is counted (``triage.untriaged_at_end`` in summary.json) and logged. In-process
+campaigns triage right away, so their findings repeat exactly.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..ir.oracles import COMPILED
-from ..triage.buckets import KnownBuckets, ShrinkJob
+from ..triage.buckets import KnownBuckets, RawFinding, ShrinkJob
 from .protocol import Fuzz, Job
 
 #: Stream positions one command to a worker without beats (a Ray actor) may look at.
@@ -45,6 +59,22 @@ def compiled_budget(budget: int) -> int:
 
 #: The most cases one fuzz command may ask for.
 MAX_COMMAND_CASES = 10_000
+#: NOTE [triage share]: the most seconds one fuzz command may spend triaging, and the most untriaged
+#: findings it carries back to a worker.
+TRIAGE_BURST = 30.0
+TRIAGE_PER_COMMAND = 8
+
+
+@dataclass
+class Untriaged:
+    """NOTE [triage share]: a new finding whose triage waits: the slot and stream position it was found
+    at, its repeats so far, and whether a command carries it now."""
+
+    finding: RawFinding
+    slot: int
+    k: int
+    hits: int = 1
+    sent: bool = False
 
 
 @dataclass
@@ -95,6 +125,7 @@ class Scheduler:
         slice_seconds: float,
         max_cases: int | None,
         in_process: bool,
+        triage_share: float = 1.0,
     ) -> None:
         self.slots = slots
         self.queue: list[ShrinkJob] = []
@@ -105,6 +136,28 @@ class Scheduler:
         self.in_process = in_process
         self.jobs_done = 0  # jobs answered in this driver's life, and their seconds (NOTE [shrink share])
         self.jobs_seconds = 0.0
+        self.triage_share = triage_share
+        self.untriaged: dict[str, Untriaged] = {}  # quick key -> finding waiting for triage (NOTE [triage share])
+
+    def triage_budget(self, triage_seconds: float, wall: float) -> float:
+        """NOTE [triage share]: the seconds of triage one fuzz command may spend, given the triage done so
+        far and the worker wall time so far (core seconds)."""
+        if self.in_process:
+            return math.inf
+        left = self.triage_share * wall - triage_seconds
+        return min(TRIAGE_BURST, max(0.0, left) / max(1, len(self.slots)))
+
+    def waiting_triage(self) -> list[Untriaged]:
+        return [u for u in self.untriaged.values() if not u.sent]
+
+    def _carry(self, budget: float) -> tuple[tuple[int, RawFinding], ...]:
+        """Untriaged findings for one command with ``budget`` seconds of triage, marked as sent."""
+        if budget <= 0.0:
+            return ()
+        chosen = self.waiting_triage()[:TRIAGE_PER_COMMAND]
+        for u in chosen:
+            u.sent = True
+        return tuple((u.k, u.finding) for u in chosen)
 
     def job_done(self, seconds: float) -> None:
         self.jobs_done += 1
@@ -161,11 +214,17 @@ class Scheduler:
         known: Callable[[], KnownBuckets],
         now: float | None = None,
         case_seconds: float = 0.0,
+        triage_budget: float = math.inf,
     ) -> Fuzz | Job | None:
         """The next command for ``slot``'s idle worker (None: nothing to do now); records it on the slot.
         ``cases``: cases reported so far; ``in_flight``: cases asked of workers and not yet reported;
-        ``case_seconds``: the mean seconds of a fuzzed case so far (NOTE [shrink share])."""
+        ``case_seconds``: the mean seconds of a fuzzed case so far (NOTE [shrink share]);
+        ``triage_budget``: what a fuzz command may spend triaging (:meth:`triage_budget`)."""
         now = time.monotonic() if now is None else now
+        if stopping and not grace_over and self.waiting_triage():  # NOTE [triage share]: before any shrink
+            slot.just_shrunk = False
+            carried = self._carry(math.inf)
+            return Fuzz(start=slot.next, max_cases=0, seconds=0.0, triage_budget=math.inf, triage=carried)
         expected = self.expected_job_seconds(case_seconds)
         time_left = self.shrink_time_left(shrink_seconds, elapsed, now, expected)
         if self.queue and not grace_over and self.may_shrink(slot, stopping=stopping, time_left=time_left):
@@ -209,4 +268,6 @@ class Scheduler:
             skip=frozenset(slot.skip),
             span=span,
             buckets=buckets,
+            triage_budget=triage_budget,
+            triage=self._carry(triage_budget),
         )

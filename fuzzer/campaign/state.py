@@ -25,10 +25,11 @@ from ..ir.errors import AffuzzError
 from ..ir.serde import case_from_json, case_to_json
 from ..judge.execute import Outcome
 from ..publish.findings import Finding, bucket_from_json, bucket_to_json
-from ..triage.buckets import BucketBook, ShrinkJob
+from ..triage.buckets import BucketBook, RawFinding, ShrinkJob
 from ..triage.shrink import Goal
 from ..triage.signature import Signature
 from .config import Stats
+from .schedule import Untriaged
 
 if TYPE_CHECKING:
     from .driver import Campaign
@@ -70,6 +71,37 @@ def job_from_json(d: dict[str, Any]) -> ShrinkJob:
     )
 
 
+def untriaged_to_json(u: Untriaged) -> dict[str, Any]:
+    rf = u.finding
+    assert rf.case is not None and rf.outcome is not None
+    return {
+        "oracle": rf.oracle,
+        "verdict": rf.verdict,
+        "quick": rf.quick,
+        "fingerprint": rf.fingerprint,
+        "stack": list(rf.stack),
+        "case": case_to_json(rf.case),
+        "outcome": rf.outcome.to_json(),
+        "slot": u.slot,
+        "position": u.k,
+        "hits": u.hits,
+    }
+
+
+def untriaged_from_json(d: dict[str, Any]) -> Untriaged:
+    rf = RawFinding(
+        d["oracle"],
+        d["verdict"],
+        d["quick"],
+        d["fingerprint"],
+        tuple(d["stack"]),
+        case=case_from_json(d["case"]),
+        outcome=Outcome.from_json(d["outcome"]),
+        untriaged=True,
+    )
+    return Untriaged(rf, int(d["slot"]), int(d["position"]), int(d["hits"]))
+
+
 def campaign_state(c: Campaign, saved: str) -> dict[str, Any]:
     """NOTE [resume]: everything ``--resume`` needs."""
     book = c.book
@@ -89,6 +121,7 @@ def campaign_state(c: Campaign, saved: str) -> dict[str, Any]:
         "quick": book.quick,
         "families": book.families,
         "jobs": [job_to_json(j) for j in [*c.scheduler.queue, *c.scheduler.running]],
+        "untriaged": [untriaged_to_json(u) for u in c.scheduler.untriaged.values()],  # NOTE [triage share]
     }
 
 
@@ -130,6 +163,10 @@ def restore(c: Campaign, state: dict[str, Any]) -> None:
         sig = finding.signature
         book.found_published(sig, finding, Goal(sig.verdict, sig.oracle, sig.features), d.parent)
     queue[:] = [j for j in queue if j.raw.id in book.jobs]
+    for d in state.get("untriaged", []):
+        u = untriaged_from_json(d)
+        if u.finding.quick not in book.quick:
+            c.scheduler.untriaged[u.finding.quick] = u
     pending = out / ".pending"
     if pending.exists():
         shutil.rmtree(pending)  # staged but never verified: those buckets are verified again

@@ -29,6 +29,7 @@ so that ``bench/scale_bench.py --from-run`` can time their bare torch work (NOTE
 
 from __future__ import annotations
 
+import math
 import os
 import time
 import traceback
@@ -89,6 +90,7 @@ class Worker:
             freeze_heap(start=True)  # NOTE [frozen heap]: never in a process it shares
         self.compiles = CompileShare(init.seed, init.slot, init.compile_share, by=init.steer_by)
         self._started = time.monotonic()
+        self._triage_left = math.inf  # NOTE [triage share]: seconds of triage the current command may spend
 
     def draw(self, k: int) -> Case | None:
         """Case ``k`` of this worker's stream (None when its bytes decode to no case)."""
@@ -100,6 +102,8 @@ class Worker:
     def fuzz(self, cmd: Fuzz) -> FuzzResult:
         if cmd.buckets is not None:
             self.buckets = cmd.buckets
+        self._triage_left = cmd.triage_budget  # NOTE [triage share]
+        triaged, triage, compiled_triage = self._triage_carried(cmd.triage)
         deadline = time.monotonic() + cmd.seconds
         reports: list[CaseReport] = []
         k, skipped, invalid, generate = cmd.start, 0, 0, 0.0
@@ -138,7 +142,7 @@ class Worker:
             now = time.perf_counter()
             loop = now - began - report.triage_seconds
             began = now
-            self.compiles.record(loop, compiled)
+            self.compiles.record(loop, compiled + report.compiled_triage_seconds)
             reports.append(
                 replace(
                     report,
@@ -152,7 +156,30 @@ class Worker:
             recycle = self._recycle()
             if recycle:
                 break
-        return FuzzResult(tuple(reports), k, skipped, invalid, recycle, rss_mb())
+        return FuzzResult(
+            tuple(reports), k, skipped, invalid, recycle, rss_mb(), tuple(triaged), triage, compiled_triage
+        )
+
+    def _triage_carried(self, carried: tuple[tuple[int, RawFinding], ...]) -> tuple[list, float, float]:
+        """NOTE [triage share]: the untriaged findings a command carries, triaged while its budget lasts
+        (the rest go back untriaged), with the seconds that took (and of them, the compiled oracle's)."""
+        out: list[tuple[int, RawFinding]] = []
+        seconds = compiled = 0.0
+        for k, rf in carried:
+            if self._triage_left <= 0.0:
+                out.append((k, rf))
+                continue
+            assert rf.case is not None and rf.outcome is not None
+            self._current = ("triage", rf.quick)  # NOTE [worker protocol]
+            start = time.perf_counter()
+            out.append((k, self._triage(rf.case, rf.verdict, rf.outcome, rf.oracle, rf.fingerprint, rf.quick)))
+            spent = time.perf_counter() - start
+            seconds += spent
+            self._triage_left -= spent
+            if rf.oracle == COMPILED:
+                compiled += spent
+                self.compiles.record(0.0, spent)
+        return out, seconds, compiled
 
     def _recycle(self) -> str | None:
         i = self.init
@@ -190,7 +217,7 @@ class Worker:
         found: list[RawFinding] = []
         errors: list[str] = []
         noise = 0
-        torch_seconds = triage = 0.0
+        torch_seconds = triage = compiled_triage = 0.0
         oracle_seconds: list[tuple[str, float]] = []
         self.beat(self._current)
         oracles = applicable(case)
@@ -219,7 +246,9 @@ class Worker:
                     if oracle != COMPILED and subject.compile is not None:
                         subject = replace(subject, compile=None)
                     found.append(self._finding(subject, j.verdict, j.outcome, oracle, j.fingerprint))
-                    triage += time.perf_counter() - t0
+                    spent = time.perf_counter() - t0
+                    triage += spent
+                    compiled_triage += spent if oracle == COMPILED else 0.0
             except Exception:  # noqa: BLE001
                 errors.append(f"--- case {k} ({oracle})\n{traceback.format_exc()}")
         self._leaked = torch_state_changes()  # NOTE [leaked torch state]
@@ -235,6 +264,7 @@ class Worker:
             torch_seconds=torch_seconds,
             triage_seconds=triage,
             oracle_seconds=tuple(oracle_seconds),
+            compiled_triage_seconds=compiled_triage,
         )
 
     def _finding(self, case: Case, verdict: str, outcome: Outcome, oracle: str, fp: str) -> RawFinding:
@@ -242,9 +272,26 @@ class Worker:
         stack = skeleton(case)
         if quick in self._seen:
             return RawFinding(oracle, verdict, quick, fp, stack)
-        self._seen.add(quick)
         if verdict in ERROR_VERDICTS:
             # NOTE [error buckets]: the bucket is the error's fingerprint; known ones need no ablation
+            key = error_bucket_id(verdict, oracle, stack, fp)
+            if key in self._error_keys or self.buckets.has(key):
+                self._seen.add(quick)
+                return RawFinding(oracle, verdict, quick, fp, stack, same_as=key)
+        if self._triage_left <= 0.0:  # NOTE [triage share]: it waits; the driver hands it out again later
+            return RawFinding(oracle, verdict, quick, fp, stack, case=case, outcome=outcome, untriaged=True)
+        start = time.perf_counter()
+        try:
+            return self._triage(case, verdict, outcome, oracle, fp, quick)
+        finally:
+            self._triage_left -= time.perf_counter() - start
+
+    def _triage(self, case: Case, verdict: str, outcome: Outcome, oracle: str, fp: str, quick: str) -> RawFinding:
+        """What the book needs of a new finding: a known bucket whose bug it shows (NOTE [signature memo]),
+        else its signature, by ablation (NOTE [signatures])."""
+        stack = skeleton(case)
+        self._seen.add(quick)
+        if verdict in ERROR_VERDICTS:
             key = error_bucket_id(verdict, oracle, stack, fp)
             if key in self._error_keys or self.buckets.has(key):
                 return RawFinding(oracle, verdict, quick, fp, stack, same_as=key)

@@ -123,13 +123,23 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--workers 0 each finding is shrunk right away)",
     )
     run.add_argument(
+        "--triage-share",
+        type=share,
+        default=0.2,
+        metavar="F",
+        help="triage of new findings (ablating each feature) takes at most this fraction of the worker time; a "
+        "finding past it waits and is triaged later, in the grace at the latest (default 0.2; with --workers 0 "
+        "each finding is triaged right away)",
+    )
+    run.add_argument(
         "--compile-share",
         type=fraction,
         default=DEFAULT_SHARE,
         metavar="F",
         help="cases that also run under torch.compile (the compiled_vs_eager oracle; each a Dynamo compile, 50-200 "
-        f"times a torch.func case) take at most this fraction of the case time (default {DEFAULT_SHARE}); 0 turns "
-        "the oracle off; with --steer-by cases, a fixed share of the positions instead",
+        f"times a torch.func case) take at most this fraction of the fuzzing time, everything they cost counted "
+        f"(default {DEFAULT_SHARE}); 0 turns the oracle off; with --steer-by cases, a fixed share of the positions "
+        "instead",
     )
     run.add_argument(
         "--recycle-after",
@@ -204,6 +214,7 @@ def command(args: argparse.Namespace) -> int:
             max_rss_mb=float(args.max_rss),
             family_limit=args.family_limit,
             shrink_share=args.shrink_share,
+            triage_share=args.triage_share,
             compile_share=args.compile_share,
         )
     if config.ray:

@@ -252,9 +252,9 @@ def _oracle_lines(oracles: dict[str, Any]) -> list[str]:
 WORKER_TIME_PARTS = {
     "generate": "decoding cases (and the draws steering skipped)",
     "torch_func_sides": "the torch.func oracles' sides (torch)",
-    "compiled": "running cases compiled (all of it)",
+    "compiled": "running cases compiled (all of it, their findings' triage too)",
     "loop_rest": "the rest of the fuzz loop (render, load, compare, bookkeeping)",
-    "triage": "triage of new findings",
+    "triage": "triage of new torch.func findings",
     "shrink": "shrink jobs",
     "other": "waiting for the driver, restarts",
 }

@@ -93,7 +93,9 @@ class Family:
 @dataclass(frozen=True)
 class RawFinding:
     """A finding as a worker saw it. ``raw``, ``case`` and ``outcome`` are None when this worker already
-    reported the same ``quick`` key (the book counts it as a hit)."""
+    reported the same ``quick`` key (the book counts it as a hit). ``untriaged``: its triage (ablation)
+    waits for the triage share (NOTE [triage share] in fuzzer/campaign/schedule.py): ``case`` and
+    ``outcome`` are set, ``raw`` is None, and a worker is handed it later."""
 
     oracle: str
     verdict: str
@@ -104,6 +106,7 @@ class RawFinding:
     case: Case | None = None
     outcome: Outcome | None = None
     same_as: str | None = None  # an existing bucket whose bug this is (checked without ablating)
+    untriaged: bool = False
 
     @property
     def goal(self) -> Goal:

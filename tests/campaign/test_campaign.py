@@ -90,6 +90,32 @@ def test_planted_vmap_rule_bug_is_found_verified_and_bucketed(tmp_path: Path) ->
     assert not (tmp_path / ".pending").exists() or not any((tmp_path / ".pending").iterdir())
 
 
+def test_findings_past_the_triage_share_wait_and_are_triaged_later_every_hit_counted(tmp_path: Path) -> None:
+    """NOTE [triage share]: with (almost) no share, every new finding waits untriaged; it is triaged when
+    the campaign stops, before shrinking, and bucketed as if triaged at once: the planted rule's bucket, and
+    every finding check one hit."""
+    kwargs = {"vmap_rules": ["custom_wrong"], "transforms": ["vmap", "grad"], "max_depth": 2, "outer_autograd": False}
+    config = CampaignConfig(
+        out=tmp_path,
+        seed=3,
+        duration=None,
+        max_cases=40,
+        workers=1,
+        strategy_kwargs=kwargs,
+        shrink_budget=60,
+        swarm=False,
+        triage_share=1e-9,
+    )
+    campaign = Campaign(config)
+    campaign.run()
+    summary = campaign.summary()
+    assert summary["triage"]["waited"] > 0 and summary["triage"]["untriaged_at_end"] == 0
+    assert summary["triage"]["waiting"] == 0
+    verified = [b for b in summary["buckets"] if b["status"] == "verified"]
+    assert any("custom_vmap" in b["signature_features"] for b in verified), summary["buckets"]
+    assert sum(b["hits"] for b in summary["buckets"]) == _finding_checks(summary)
+
+
 def test_cli_run_finds_a_real_torch_disagreement(tmp_path: Path, capsys) -> None:
     """Default strategies, default oracle, a fixed seed (swarm on: one configuration per slot this early, NOTE [swarm]): real disagreements of this torch are found."""
     out = tmp_path / "out"

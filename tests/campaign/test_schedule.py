@@ -3,19 +3,24 @@ worker gets."""
 
 from __future__ import annotations
 
+import math
+
 from fuzzer.campaign.protocol import Fuzz, Job
 from fuzzer.campaign.schedule import (
     COMPILED_PATIENCE,
     MAX_COMMAND_CASES,
     RAY_SPAN,
+    TRIAGE_BURST,
+    TRIAGE_PER_COMMAND,
     Scheduler,
     Slot,
+    Untriaged,
     compiled_budget,
 )
 from fuzzer.ir.case import Case
 from fuzzer.ir.oracles import COMPILED
 from fuzzer.judge.execute import Outcome, Side
-from fuzzer.triage.buckets import KnownBucket, KnownBuckets, ShrinkJob
+from fuzzer.triage.buckets import KnownBucket, KnownBuckets, RawFinding, ShrinkJob
 from fuzzer.triage.shrink import Goal
 from fuzzer.triage.signature import Signature
 
@@ -161,3 +166,40 @@ def test_in_process_runs_one_case_per_command_and_shrinks_right_away(seed_case: 
     s.queue.append(job(seed_case, "torch_bug_error", "a"))
     s.slots[0].just_shrunk = False
     assert isinstance(ask(s, s.slots[0], shrink_seconds=1e9), Job)
+
+
+def _untriaged(case: Case, quick: str) -> RawFinding:
+    outcome = Outcome("value_mismatch", Side("0", None, None), Side("1", None, None), 0.0)
+    return RawFinding("o", "value_mismatch", quick, "", ("grad",), case=case, outcome=outcome, untriaged=True)
+
+
+def test_triage_gets_at_most_its_share_of_worker_time_and_waiting_findings_go_out_when_it_allows(
+    seed_case: Case,
+) -> None:
+    """NOTE [triage share]: a command may triage what the share leaves, split between the slots (at most
+    TRIAGE_BURST); the findings that waited ride on commands while it leaves something, a few at a time."""
+    s = scheduler(2, triage_share=0.2)
+    assert s.triage_budget(0.0, 100.0) == 10.0  # 0.2 x 100 core-seconds, two slots
+    assert s.triage_budget(25.0, 100.0) == 0.0  # spent: new findings wait
+    assert s.triage_budget(0.0, 10_000.0) == TRIAGE_BURST
+    assert scheduler(0, triage_share=0.2).triage_budget(1e9, 1.0) == math.inf  # in process: right away
+    for i in range(TRIAGE_PER_COMMAND + 2):
+        s.untriaged[f"q{i}"] = Untriaged(_untriaged(seed_case, f"q{i}"), slot=1, k=i)
+    none = ask(s, s.slots[0], triage_budget=0.0)
+    assert isinstance(none, Fuzz) and none.triage_budget == 0.0 and none.triage == ()
+    some = ask(s, s.slots[0], triage_budget=5.0)
+    assert isinstance(some, Fuzz) and some.triage_budget == 5.0
+    assert [k for k, _ in some.triage] == list(range(TRIAGE_PER_COMMAND))  # the oldest first
+    rest = ask(s, s.slots[1], triage_budget=5.0)
+    assert isinstance(rest, Fuzz) and [rf.quick for _, rf in rest.triage] == ["q8", "q9"]  # not sent twice
+
+
+def test_when_stopping_waiting_findings_are_triaged_before_any_shrink_job(seed_case: Case) -> None:
+    s = scheduler(2, triage_share=0.2)
+    s.queue.append(job(seed_case, "value_mismatch", "a"))
+    s.untriaged["q"] = Untriaged(_untriaged(seed_case, "q"), slot=0, k=7)
+    first = ask(s, s.slots[0], stopping=True, triage_budget=0.0)
+    assert isinstance(first, Fuzz) and first.max_cases == 0 and first.triage_budget == math.inf
+    assert [rf.quick for _, rf in first.triage] == ["q"]
+    assert isinstance(ask(s, s.slots[1], stopping=True), Job)  # the shrink job next
+    assert ask(s, s.slots[0], stopping=True, grace_over=True) is None  # the grace is over: nothing more

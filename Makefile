@@ -21,8 +21,9 @@ help:
 	@echo "make fuzz                 set up .venv if needed, run a $(DURATION) s campaign (+ up to $(GRACE) s of shrinking), print its summary ($(OUT)/)"
 	@echo "make test                 set up .venv if needed, run the test suite"
 	@echo "make lint                 ruff check + format check + import-linter layer contracts (pyproject.toml)"
-	@echo "make bench                campaign throughput (overhead over bare torch, cases/s per core, 2-worker speed-up, RSS, profile),"
-	@echo "                          then shrink time per bucket and repro size (also on torch 2.0.1 if .venvs/torch-2.0.1 exists)"
+	@echo "make bench                campaign throughput: steady cases/s with compiled cases on and off, the fuzz loop over bare"
+	@echo "                          torch (compiled and torch.func cases apart), 2-worker speed-up, RSS, a phase profile; then"
+	@echo "                          shrink time per bucket and repro size (also on torch 2.0.1 if .venvs/torch-2.0.1 exists)"
 	@echo "make bench-long           a $(LONG_DURATION) s campaign (2 workers, no recycling), then its overhead ratio, worker RSS"
 	@echo "                          one minute in and at the end, and shrink queue (scale_bench.py --from-run)"
 	@echo "make setup [TORCH=X.Y.Z]  create .venv with torch $(TORCH) and affuzz (editable, dev extra)"
@@ -56,8 +57,8 @@ bench: setup
 
 bench-long: setup
 	rm -rf reports/bench-long
-	$(BIN)/affuzz run --workers 2 --duration $(LONG_DURATION) --seed 21 --steer-by cases --recycle-after 1000000000 --out reports/bench-long > /dev/null
-	$(BIN)/python bench/scale_bench.py --from-run reports/bench-long --sample 20
+	$(BIN)/affuzz run --workers 2 --duration $(LONG_DURATION) --seed 21 --recycle-after 1000000000 --out reports/bench-long > /dev/null
+	$(BIN)/python bench/scale_bench.py --from-run reports/bench-long --sample 4
 
 torch-venv:
 	@test -n "$(TORCH)" || (echo "usage: make torch-venv TORCH=X.Y.Z" >&2; exit 2)

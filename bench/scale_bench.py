@@ -1,42 +1,44 @@
-"""Campaign throughput benchmark: overhead over bare torch work, cases/s per core, 2-worker speed-up,
-memory over time, and where a worker's time goes.
+"""Campaign throughput benchmark: the steady rate with compiled cases on and off, the fuzz loop's overhead
+over bare torch work (compiled and torch.func cases apart), the 2-worker speed-up, memory over time, and
+where a worker's time goes. Everything comes from the same default campaigns, every mode on.
 
-* **Overhead ratio**: a campaign (``affuzz run --workers 1 --max-cases N``) against the bare torch work
-  of the very same cases. The cases are regenerated from the run's worker streams (NOTE [worker
-  streams]: a stream position names a case, and steering by cases is replayed the way the worker decided), each
-  rendered and loaded beforehand, and only the two sides of every oracle that applies are timed: no
-  Hypothesis, no comparison, no bookkeeping. ratio = worker core-seconds per case / bare seconds per
-  case, where core-seconds = (wall time after start-up) x workers. Shown with and without the time the
-  workers spent in shrink jobs.
-* **Speed-up**: the same seed for ``--duration D`` with ``--workers 1`` and ``--workers 2``; steady-state
-  cases/s (after start-up) of the two. Shrinking is off in these two runs (``--shrink-budget 0``) so
-  they measure the fuzz loop; shrinking has its own benchmark (``bench/shrink_bench.py``).
-* **Memory**: the driver's and workers' resident memory over a run (``rss_history`` in stats.json):
-  the workers' RSS at the first sample after one minute and at the last, and their ratio.
-* **Shrink queue**: jobs queued over a run (``queue_history`` in stats.json): the largest and the last.
-* **Profile**: ``cProfile`` of one worker's fuzz loop in this process, time grouped by where it went,
-  and a pyinstrument call tree of the same loop written to ``OUT/profile.txt`` (and ``.html``).
+* **Steady rate**: ``affuzz run --workers 1 --duration D --shrink-budget 0`` with the defaults and with
+  ``--compile-share 0``, same seed, one after the other; cases/s from one minute in (the first minute is
+  triage-heavy: every bug is new) to the last progress sample before the stop, and their ratio.
+* **Overhead ratio**: the default run's worker time against the bare torch work of the same cases. The
+  run names a uniform sample of its cases (``case_sample``, NOTE [case sample] in
+  fuzzer/campaign/config.py); they are regenerated from their stream positions, rendered and loaded
+  beforehand, and only the sides of every oracle that applies are timed (side A once, as the fuzz loop
+  runs it; a compiled case's compile included, Dynamo's resets around it not): no Hypothesis, no
+  comparison, no bookkeeping. Per kind of case: the fuzz loop's seconds per case (NOTE [worker time]) over
+  the bare seconds; for the whole run: worker core-seconds per case over bare seconds per case, with and
+  without shrink jobs and triage.
+* **Speed-up**: the default run with ``--workers 2`` against ``--workers 1``, steady rates.
+* **Memory**: the driver's and workers' resident memory over the 2-worker run (``rss_history``).
+* **Profile**: a phase profile of an in-process worker's fuzz loop (a timer around each phase, no
+  profiler: decoding, rendering, the script's checks and the sides in them, classifying, triage...), per
+  case, compiled and torch.func cases apart; and a pyinstrument call tree (``OUT/profile.txt``, ``.html``).
 
-``--from-run OUT`` measures the overhead ratio of an existing campaign instead (e.g. a 30-minute one):
-every ``--sample``-th case of each worker stream is timed bare.
+``--from-run OUT`` measures the overhead ratio, memory and shrink queue of an existing campaign (e.g. a
+30-minute one) from its case sample; a run from before the sample only where it was steered by cases (its
+streams are then replayed).
 
-    python bench/scale_bench.py [--duration 120] [--cases 300] [--seed 1]
-    python bench/scale_bench.py --from-run reports/long --sample 20
+    python bench/scale_bench.py [--duration 120] [--seed 1]
+    python bench/scale_bench.py --from-run reports/long --sample 4
 """
 
 from __future__ import annotations
 
 import argparse
-import cProfile
 import json
 import os
-import pstats
 import shutil
 import statistics
 import subprocess
 import sys
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +48,17 @@ sys.path.insert(0, str(ROOT))
 from fuzzer.campaign.protocol import Fuzz, WorkerInit  # noqa: E402
 from fuzzer.campaign.worker import Worker  # noqa: E402
 from fuzzer.codegen.render import render  # noqa: E402
+from fuzzer.gen.compiled import DEFAULT_SHARE  # noqa: E402
 from fuzzer.gen.coverage import Coverage, Steering  # noqa: E402
 from fuzzer.gen.streams import Decoder  # noqa: E402
+from fuzzer.ir.case import Compile  # noqa: E402
 from fuzzer.ir.features import features  # noqa: E402
 from fuzzer.ir.oracles import applicable  # noqa: E402
+from fuzzer.judge.execute import freeze_heap, reset_compiler  # noqa: E402
+
+#: Sampled cases of each kind run once, untimed, before the timing: a process's first calls of a transform
+#: pay set-up a campaign's worker paid once, long before.
+WARM_UP = 20
 
 
 def stream_cases(
@@ -79,24 +88,130 @@ def stream_cases(
 
 
 def bare_seconds(case: Any) -> float:
-    """The torch work of ``case``: both sides of every oracle that applies (the judge runs all of them,
-    NOTE [broken rules] in fuzzer/judge/judge.py), on fresh inputs; the scripts are rendered and loaded
-    before the clock starts."""
+    """The torch work of ``case``, as the fuzz loop runs it (NOTE [one exec per case] in
+    fuzzer/codegen/render.py): side A once, then side B of every oracle that applies (and an oracle's own
+    side A), each on fresh inputs; the script is rendered and loaded before the clock starts. A compiled
+    case's compile is torch's work and is timed; Dynamo's resets around it are not."""
+    oracles = applicable(case)
+    compiled = case.compile is not None
+    if compiled:
+        reset_compiler()
+    ns: dict[str, Any] = {"__name__": "bare"}
     total = 0.0
-    for oracle in applicable(case):
-        ns: dict[str, Any] = {"__name__": "bare"}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            exec(compile(render(case, oracle=oracle), "<bare>", "exec"), ns)  # noqa: S102
-            for _, mode, requires_grad in ns["SIDES"]:
-                args = [x.requires_grad_(requires_grad) for x in ns["inputs"]()]
-                start = time.perf_counter()
-                try:
-                    mode(*args)
-                except Exception:  # noqa: BLE001 (an error is a result too: its time counts)
-                    pass
-                total += time.perf_counter() - start
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(render(case, oracle=oracles[0], also=oracles[1:]), "<bare>", "exec"), ns)  # noqa: S102
+        (_, mode_a, grad_a), side_b = ns["SIDES"]
+        sides = [(mode_a, grad_a)]
+        for o in oracles:
+            _, mode, grad = ns.get("ORACLE_SIDES", {}).get(o, side_b)
+            sides.append((mode, grad))
+            if o in ns.get("ORACLE_A", {}):
+                sides.append(ns["ORACLE_A"][o][1:])
+        for mode, requires_grad in sides:
+            args = [x.requires_grad_(requires_grad) for x in ns["inputs"]()]
+            start = time.perf_counter()
+            try:
+                mode(*args)
+            except Exception:  # noqa: BLE001 (an error is a result too: its time counts)
+                pass
+            total += time.perf_counter() - start
+    if compiled:
+        reset_compiler()
     return total
+
+
+def sampled_cases(state: dict[str, Any], summary: dict[str, Any], kind: str, every: int) -> list[Any]:
+    """Every ``every``-th case of the run's ``case_sample`` of ``kind`` (NOTE [case sample]), regenerated
+    from its slot and position (and, compiled, how it ran compiled)."""
+    cfg = state["config"]
+    decoder = Decoder(cfg["seed"], cfg["strategy_kwargs"], swarm=cfg.get("swarm", False))
+    out = []
+    for entry in summary["case_sample"]["cases"][kind][::every]:
+        case = decoder.draw(entry[0], entry[1])
+        if case is None:  # cannot happen for a position the run ran; a run of other strategies would
+            raise SystemExit(f"position {entry[1]} of slot {entry[0]} decodes to no case: another affuzz version?")
+        if kind == "compiled":
+            case = replace(case, compile=Compile(entry[2], entry[3], entry[4]))
+        out.append(case)
+    return out
+
+
+def _loop_ratios(summary: dict[str, Any], bare: dict[str, float]) -> dict[str, Any]:
+    """Per kind of case: the fuzz loop's seconds per case (NOTE [worker time]) over its bare torch seconds."""
+    wt = summary["worker_time"]
+    out = {}
+    for kind in ("torch_func", "compiled"):
+        if kind in bare and wt["cases"][kind]:
+            loop = wt["loop_seconds_per_case"][kind]
+            out[kind] = {
+                "cases": wt["cases"][kind],
+                "loop_seconds_per_case": loop,
+                "bare_seconds_per_case": round(bare[kind], 6),
+                "overhead_ratio": round(loop / bare[kind], 3),
+            }
+    return out
+
+
+def overhead(out: Path, summary: dict[str, Any], sample: int, compiled_sample: int = 1) -> dict[str, Any]:
+    """Overhead ratio of the campaign in ``out``: worker core seconds per case over the bare torch work of
+    the same cases, from its ``case_sample`` (NOTE [case sample]; any steering), compiled and torch.func
+    cases apart; a run older than the sample only where it was steered by cases (its streams replayed)."""
+    state = json.loads((out / "state.json").read_text())
+    cfg = state["config"]
+    workers = summary["workers"]
+    core_seconds = (summary["elapsed_seconds"] - (summary.get("startup_seconds") or 0.0)) * workers
+    bare: dict[str, float] = {}
+    timed: dict[str, int] = {}
+    freeze_heap(start=True)  # NOTE [frozen heap]: as a worker, so a collection costs what it costs there
+    if "case_sample" in summary:
+        seen = summary["case_sample"]["seen"]
+        for kind, every in (("torch_func", sample), ("compiled", compiled_sample)):
+            cases = sampled_cases(state, summary, kind, every)
+            for case in cases[:WARM_UP]:  # a worker's first cases pay one-time set-up: not timed
+                bare_seconds(case)
+            if cases:
+                bare[kind] = statistics.fmean(bare_seconds(c) for c in cases)
+                timed[kind] = len(cases)
+        n = sum(seen[k] for k in bare)
+        bare_per_case = sum(bare[k] * seen[k] for k in bare) / n
+    else:
+        if cfg["steer"] and cfg.get("steer_by", "cases") != "cases":  # NOTE [cost-aware steering]
+            raise SystemExit(
+                f"{out}: no case_sample in its summary and steered by time: its cases cannot be regenerated"
+            )
+        times: list[float] = []
+        for slot in state["slots"]:
+            cases = stream_cases(
+                cfg["seed"],
+                slot["index"],
+                cfg["strategy_kwargs"],
+                slot["cases"],
+                set(slot["skip"]),
+                cfg["steer"],
+                cfg.get("swarm", False),
+            )
+            times += [bare_seconds(case) for i, (_, case) in enumerate(cases) if i % sample == 0]
+        bare_per_case = statistics.fmean(times)
+        timed["torch_func"] = len(times)
+    shrink = summary["worker_seconds"].get("shrink", 0.0)
+    triage = summary["worker_seconds"].get("triage", 0.0)  # ablating new findings (NOTE [signature memo])
+    per_case = core_seconds / summary["cases"]
+    result = {
+        "cases": summary["cases"],
+        "workers": workers,
+        "bare_cases_timed": timed,
+        "bare_seconds_per_case": round(bare_per_case, 5),
+        "core_seconds_per_case": round(per_case, 5),
+        "overhead_ratio": round(per_case / bare_per_case, 3),
+        "overhead_ratio_without_shrinking": round((core_seconds - shrink) / summary["cases"] / bare_per_case, 3),
+        "overhead_ratio_fuzz_loop": round((core_seconds - shrink - triage) / summary["cases"] / bare_per_case, 3),
+        "worker_seconds": summary["worker_seconds"],
+    }
+    if "worker_time" in summary and bare:
+        result["by_kind"] = _loop_ratios(summary, bare)
+        result["worker_time"] = summary["worker_time"]
+    return result
 
 
 def affuzz(out: Path, *args: str) -> dict[str, Any]:
@@ -106,46 +221,15 @@ def affuzz(out: Path, *args: str) -> dict[str, Any]:
     return json.loads((out / "summary.json").read_text())
 
 
-def steady_rate(summary: dict[str, Any]) -> float:
-    wall = summary["elapsed_seconds"] - (summary.get("startup_seconds") or 0.0)
-    return summary["cases"] / wall
-
-
-def overhead(out: Path, summary: dict[str, Any], sample: int) -> dict[str, Any]:
-    """Overhead ratio of the campaign in ``out`` (its state.json names the streams)."""
-    state = json.loads((out / "state.json").read_text())
-    cfg = state["config"]
-    if cfg["steer"] and cfg.get("steer_by", "cases") != "cases":  # NOTE [cost-aware steering]
-        raise SystemExit(f"{out}: steered by time, its cases cannot be regenerated; run it with --steer-by cases")
-    bare: list[float] = []
-    for slot in state["slots"]:
-        cases = stream_cases(
-            cfg["seed"],
-            slot["index"],
-            cfg["strategy_kwargs"],
-            slot["cases"],
-            set(slot["skip"]),
-            cfg["steer"],
-            cfg.get("swarm", False),
-        )
-        bare += [bare_seconds(case) for i, (_, case) in enumerate(cases) if i % sample == 0]
-    bare_per_case = statistics.fmean(bare)
-    workers = summary["workers"]
-    core_seconds = (summary["elapsed_seconds"] - (summary.get("startup_seconds") or 0.0)) * workers
-    shrink = summary["worker_seconds"].get("shrink", 0.0)
-    triage = summary["worker_seconds"].get("triage", 0.0)  # ablating new findings (NOTE [signature memo])
-    per_case = core_seconds / summary["cases"]
-    return {
-        "cases": summary["cases"],
-        "workers": workers,
-        "bare_cases_timed": len(bare),
-        "bare_seconds_per_case": round(bare_per_case, 5),
-        "core_seconds_per_case": round(per_case, 5),
-        "overhead_ratio": round(per_case / bare_per_case, 3),
-        "overhead_ratio_without_shrinking": round((core_seconds - shrink) / summary["cases"] / bare_per_case, 3),
-        "overhead_ratio_fuzz_loop": round((core_seconds - shrink - triage) / summary["cases"] / bare_per_case, 3),
-        "worker_seconds": summary["worker_seconds"],
-    }
+def steady_rate(summary: dict[str, Any], stop: float, after: float = 60.0) -> dict[str, float] | None:
+    """Cases/s of a run between its first progress sample ``after`` seconds in (a campaign's first minute
+    is triage-heavy: every bug is new) and its last sample before ``stop`` (``progress_history``)."""
+    history = [h for h in summary.get("progress_history") or [] if h[0] <= stop]
+    later = [h for h in history if h[0] >= after]
+    if len(later) < 2:
+        return None
+    first, last = later[0], later[-1]
+    return {"from": first[0], "to": last[0], "cases_per_second": round((last[1] - first[1]) / (last[0] - first[0]), 3)}
 
 
 def call_tree(seed: int, cases: int, out: Path) -> Path:
@@ -189,48 +273,117 @@ def queue(history: list[list[float]]) -> dict[str, Any] | None:
     }
 
 
-def profile(seed: int, cases: int) -> dict[str, Any]:
-    """Where one worker's time goes (cProfile of ``Worker.fuzz`` in this process), by tottime."""
-    worker = Worker(WorkerInit(slot=0, seed=seed))
-    worker.fuzz(Fuzz(start=0, max_cases=30, seconds=1e9))  # warm: first calls pay imports and set-up
-    prof = cProfile.Profile()
-    prof.enable()
-    worker.fuzz(Fuzz(start=10_000, max_cases=cases, seconds=1e9))
-    prof.disable()
-    stats = pstats.Stats(prof)
-    groups: dict[str, float] = {}
-    for (filename, _, name), (_, _, tottime, _, _) in stats.stats.items():  # type: ignore[attr-defined]
-        if "hypothesis" in filename:
-            g = "hypothesis (decoding cases)"
-        elif name == "<built-in method builtins.compile>" or (filename == "~" and "compile" in name):
-            g = "compile (rendered scripts)"
-        elif filename.startswith("<affuzz"):
-            g = "rendered script (python lines)"
-        elif "/torch/" in filename or filename == "~":
-            g = "torch (python and C++)"
-        elif "/fuzzer/" in filename or "/strategies/" in filename:
-            g = "affuzz (render, classify, ablate...)"
-        else:
-            g = "other python"
-        groups[g] = groups.get(g, 0.0) + tottime
-    total = sum(groups.values())
-    top = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:12]  # type: ignore[attr-defined]
+#: NOTE [worker time]: the phases of a worker's fuzz loop a phase profile times, (module, attribute, label);
+#: a phase run inside another counts in both (the script's checks hold the sides' torch work).
+PHASES = (
+    ("fuzzer.gen.streams", "Decoder.draw", "decode (Hypothesis)"),
+    ("fuzzer.judge.execute", "render", "render"),
+    ("fuzzer.judge.execute", "_compiled", "compile the script's blocks"),
+    ("fuzzer.judge.execute", "_run_checks", "run the script's checks"),
+    ("fuzzer.judge.execute", "_side", "summarize a side (errors, values)"),
+    ("fuzzer.judge.execute", "reset_compiler", "reset Dynamo"),
+    ("fuzzer.judge.execute", "repair_torch_state", "repair torch state (gc)"),
+    ("fuzzer.judge.execute", "freeze_heap", "freeze the heap"),
+    ("fuzzer.judge.judge", "Judge._classify", "classify (and float64 re-checks)"),
+    ("fuzzer.campaign.worker", "features", "features"),
+    ("fuzzer.campaign.worker", "torch_state_changes", "probe torch state"),
+    ("fuzzer.campaign.worker", "Worker._finding", "triage new findings"),
+)
+
+
+def phase_profile(seed: int, warm: float, span: float, share: float) -> dict[str, Any]:
+    """Where one in-process worker's fuzz loop spends its wall time, after ``warm`` seconds, for ``span``
+    seconds: a timer around each of :data:`PHASES` (no profiler, so Python and torch are timed alike),
+    the sides' own seconds (the script's ``SECONDS``), compiled and torch.func cases apart, and the loop
+    around them (decoding, steering: ``loop``, per case of either kind)."""
+    import importlib
+
+    kinds = ("loop", "torch_func", "compiled")
+    acc: dict[str, dict[str, float]] = {k: {} for k in kinds}
+    current = ["loop"]
+
+    def timed(fn: Any, label: str) -> Any:
+        def wrapper(*a: Any, **kw: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                spent = time.perf_counter() - start
+                acc[current[0]][label] = acc[current[0]].get(label, 0.0) + spent
+                if label == "run the script's checks":
+                    sides = sum(a[0].get("SECONDS", {}).values())
+                    acc[current[0]]["  of which the sides (torch)"] = (
+                        acc[current[0]].get("  of which the sides (torch)", 0.0) + sides
+                    )
+
+        return wrapper
+
+    patched = []
+    for module, attr, label in PHASES:
+        owner: Any = importlib.import_module(module)
+        *path, name = attr.split(".")
+        for part in path:
+            owner = getattr(owner, part)
+        patched.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, timed(getattr(owner, name), label))
+    try:
+        worker = Worker(WorkerInit(slot=0, seed=seed, compile_share=share, own_process=True))
+        run = worker.run
+
+        def kind_run(case: Any, *a: Any, **kw: Any) -> Any:
+            current[0] = "compiled" if case.compile is not None else "torch_func"
+            start = time.perf_counter()
+            try:
+                return run(case, *a, **kw)
+            finally:
+                acc[current[0]]["the case (Worker.run)"] = acc[current[0]].get("the case (Worker.run)", 0.0) + (
+                    time.perf_counter() - start
+                )
+                current[0] = "loop"
+
+        worker.run = kind_run  # type: ignore[method-assign]
+        k, start = 0, time.monotonic()
+        while time.monotonic() - start < warm:
+            k = worker.fuzz(Fuzz(start=k, max_cases=10_000, seconds=1.0)).next
+        for d in acc.values():
+            d.clear()
+        cases0, compiled0 = worker.cases_run, worker.compiles.compiled_cases
+        start = time.perf_counter()
+        while time.perf_counter() - start < span:
+            k = worker.fuzz(Fuzz(start=k, max_cases=10_000, seconds=1.0)).next
+        wall = time.perf_counter() - start
+    finally:
+        for owner, name, fn in patched:
+            setattr(owner, name, fn)
+    counts = {"compiled": worker.compiles.compiled_cases - compiled0}
+    counts["torch_func"] = worker.cases_run - cases0 - counts["compiled"]
+    counts["loop"] = worker.cases_run - cases0
     return {
-        "cases": cases,
-        "seconds": round(total, 3),
-        "share": {g: round(t / total, 3) for g, t in sorted(groups.items(), key=lambda kv: -kv[1])},
-        "top_tottime": [
-            {"function": f"{Path(fn).name}:{line}({name})", "seconds": round(v[2], 3)} for (fn, line, name), v in top
-        ],
+        "seconds": round(wall, 3),
+        "cases": counts,
+        "compile_share": share,
+        "ms_per_case": {
+            kind: {
+                label: round(1000 * v / counts[kind], 3)
+                for label, v in sorted(acc[kind].items(), key=lambda kv: -kv[1])
+                if counts[kind]
+            }
+            for kind in kinds
+        },
+        "share_of_wall": {
+            kind: {label: round(v / wall, 4) for label, v in sorted(acc[kind].items(), key=lambda kv: -kv[1])}
+            for kind in kinds
+        },
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--duration", type=float, default=120.0, help="seconds of each speed-up run")
-    p.add_argument("--cases", type=int, default=300, help="cases of the overhead run")
+    p.add_argument("--duration", type=float, default=120.0, help="seconds of each campaign run")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--sample", type=int, default=1, help="time every N-th case bare")
+    p.add_argument("--sample", type=int, default=4, help="time every N-th sampled torch.func case bare")
+    p.add_argument("--compiled-sample", type=int, default=1, help="time every N-th sampled compiled case bare")
+    p.add_argument("--profile-seconds", type=float, default=60.0, help="seconds of the phase profile (0: none)")
     p.add_argument("--from-run", type=Path, metavar="OUT", help="measure an existing campaign's overhead only")
     p.add_argument("--out", type=Path, default=ROOT / "reports" / "bench-scale")
     p.add_argument("--results", type=Path, default=ROOT / "bench" / "results.json")
@@ -246,57 +399,74 @@ def main(argv: list[str] | None = None) -> int:
             "cases_per_second": summary["cases_per_second"],
             "rss_history": summary.get("rss_history"),
         }
-        result["overhead"] = overhead(args.from_run, summary, args.sample)
+        result["overhead"] = overhead(args.from_run, summary, args.sample, args.compiled_sample)
         result["memory"] = memory(summary.get("rss_history") or [])
         result["queue"] = queue(summary.get("queue_history") or [])
         key = "scale_long_run"
     else:
-        s = str(args.seed)
-        one = affuzz(
-            args.out / "overhead", "--workers", "1", "--max-cases", str(args.cases), "--seed", s, "--steer-by", "cases"
-        )
-        result["overhead"] = overhead(args.out / "overhead", one, args.sample)
-        d = str(args.duration)
-        w1 = affuzz(args.out / "w1", "--workers", "1", "--duration", d, "--seed", s, "--shrink-budget", "0")
+        s, d = str(args.seed), str(args.duration)
+        one = ["--workers", "1", "--duration", d, "--seed", s, "--shrink-budget", "0"]
+        on = affuzz(args.out / "w1", *one)  # the default: compiled cases on
+        off = affuzz(args.out / "w1-no-compile", *one, "--compile-share", "0")
         w2 = affuzz(args.out / "w2", "--workers", "2", "--duration", d, "--seed", s, "--shrink-budget", "0")
-        r1, r2 = steady_rate(w1), steady_rate(w2)
-        result["speedup"] = {
+        after = min(60.0, args.duration / 2)
+        r_on, r_off, r2 = (steady_rate(x, args.duration, after) for x in (on, off, w2))
+        result["steady"] = {
             "duration": args.duration,
-            "cases_per_second_1_worker": round(r1, 3),
-            "cases_per_second_2_workers": round(r2, 3),
-            "cases_per_second_per_core": round(r2 / 2, 3),
-            "speedup_2_over_1": round(r2 / r1, 3),
-            "startup_seconds": [w1.get("startup_seconds"), w2.get("startup_seconds")],
+            "compiled_on": r_on,
+            "compiled_off": r_off,
+            "on_over_off": round(r_on["cases_per_second"] / r_off["cases_per_second"], 3) if r_on and r_off else None,
+            "two_workers": r2,
+            "speedup_2_over_1": round(r2["cases_per_second"] / r_on["cases_per_second"], 3) if r2 and r_on else None,
+            "startup_seconds": [x.get("startup_seconds") for x in (on, off, w2)],
         }
+        result["worker_time"] = {"compiled_on": on.get("worker_time"), "compiled_off": off.get("worker_time")}
+        result["overhead"] = overhead(args.out / "w1", on, args.sample, args.compiled_sample)
         result["rss_history_2_workers"] = w2.get("rss_history")
         result["memory"] = memory(w2.get("rss_history") or [])
-        result["profile"] = profile(args.seed, min(args.cases, 150))
-        result["profile_tree"] = os.path.relpath(call_tree(args.seed, min(args.cases, 300), args.out), ROOT)
+        if args.profile_seconds > 0:
+            result["profile"] = phase_profile(args.seed, 30.0, args.profile_seconds, DEFAULT_SHARE)
+            result["profile_tree"] = os.path.relpath(call_tree(args.seed, 300, args.out), ROOT)
         key = "scale"
     results = json.loads(args.results.read_text()) if args.results.exists() else {}
     results.setdefault(key, {})[torch.__version__] = result
     args.results.write_text(json.dumps(results, indent=2) + "\n")
+    print_tables(result, torch.__version__)
+    return 0
 
+
+def print_tables(result: dict[str, Any], version: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title=f"affuzz campaign benchmark, torch {torch.__version__}, {os.cpu_count()} cores")
+    console = Console()
+    t = Table(title=f"affuzz campaign benchmark, torch {version}, {result['cores']} cores")
     t.add_column("measure")
     t.add_column("value", justify="right")
+    if result.get("steady"):
+        st = result["steady"]
+        for name, label in (("compiled_on", "default (compiled on)"), ("compiled_off", "--compile-share 0")):
+            r = st[name]
+            t.add_row(
+                f"steady cases/s, 1 worker, {label}",
+                f"{r['cases_per_second']:.1f} ({r['from']:.0f}-{r['to']:.0f} s)" if r else "-",
+            )
+        t.add_row("steady cases/s: compiled on / off", f"{st['on_over_off']}")
+        if st["two_workers"]:
+            t.add_row("steady cases/s, 2 workers (default)", f"{st['two_workers']['cases_per_second']:.1f}")
+        t.add_row("speed-up, 2 workers over 1", f"{st['speedup_2_over_1']}")
     o = result["overhead"]
-    t.add_row("bare torch seconds per case", f"{o['bare_seconds_per_case']:.4f} ({o['bare_cases_timed']} cases)")
+    t.add_row("bare torch seconds per case", f"{o['bare_seconds_per_case']:.4f} ({o['bare_cases_timed']} timed)")
     t.add_row("worker core-seconds per case", f"{o['core_seconds_per_case']:.4f} ({o['workers']} workers)")
     t.add_row("overhead ratio (all)", f"{o['overhead_ratio']:.2f}")
     t.add_row("overhead ratio (without shrink jobs)", f"{o['overhead_ratio_without_shrinking']:.2f}")
-    t.add_row("overhead ratio (fuzz loop: without shrinking, ablation)", f"{o['overhead_ratio_fuzz_loop']:.2f}")
-    if "speedup" in result:
-        sp = result["speedup"]
-        t.add_row("cases/s, 1 worker", f"{sp['cases_per_second_1_worker']:.2f}")
-        t.add_row("cases/s, 2 workers", f"{sp['cases_per_second_2_workers']:.2f}")
-        t.add_row("cases/s per core", f"{sp['cases_per_second_per_core']:.2f}")
-        t.add_row("speed-up, 2 workers over 1", f"{sp['speedup_2_over_1']:.2f}")
-        for g, share in result["profile"]["share"].items():
-            t.add_row(f"profile: {g}", f"{100 * share:.0f} %")
+    t.add_row("overhead ratio (fuzz loop: without shrinking, triage)", f"{o['overhead_ratio_fuzz_loop']:.2f}")
+    for kind, r in (o.get("by_kind") or {}).items():
+        t.add_row(
+            f"fuzz loop over bare torch, {kind} cases",
+            f"{r['overhead_ratio']:.2f} ({1000 * r['loop_seconds_per_case']:.2f} / "
+            f"{1000 * r['bare_seconds_per_case']:.2f} ms, {r['cases']} cases)",
+        )
     if result.get("profile_tree"):
         t.add_row("profile call tree (pyinstrument)", result["profile_tree"])
     if result.get("memory"):
@@ -324,8 +494,21 @@ def main(argv: list[str] | None = None) -> int:
             "RSS MiB driver+workers: first, last, peak",
             f"{totals[0]:.0f}, {totals[-1]:.0f}, {max(totals):.0f} ({len(totals)} samples)",
         )
-    Console().print(t)
-    return 0
+    console.print(t)
+    if result.get("profile"):
+        pr = result["profile"]
+        t = Table(
+            title=f"where a worker's fuzz loop goes (ms per case, {pr['seconds']:.0f} s, share {pr['compile_share']})"
+        )
+        t.add_column("phase")
+        for kind in ("loop", "torch_func", "compiled"):
+            t.add_column(f"{kind} ({pr['cases'][kind]} cases)", justify="right")
+        labels = list(dict.fromkeys(lbl for kind in pr["ms_per_case"].values() for lbl in kind))
+        for label in labels:
+            t.add_row(
+                label, *(f"{pr['ms_per_case'][k].get(label, 0.0):.3f}" for k in ("loop", "torch_func", "compiled"))
+            )
+        console.print(t)
 
 
 if __name__ == "__main__":

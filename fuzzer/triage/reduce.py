@@ -368,12 +368,15 @@ PASSES: tuple[Callable[[Case], Iterator[Case | None]], ...] = (
 )
 
 
-def candidates(case: Case) -> Iterator[tuple[str, Case]]:
-    """Every valid, strictly smaller (by :func:`size`) neighbour of ``case``, with the pass that made it.
-    Deterministic: the same case always yields the same sequence."""
+def candidates(
+    case: Case, passes: tuple[Callable[[Case], Iterator[Case | None]], ...] = PASSES
+) -> Iterator[tuple[str, Case]]:
+    """Every valid, strictly smaller (by :func:`size`) neighbour of ``case`` that ``passes`` make (all of
+    them by default), with the pass that made it. Deterministic: the same case always yields the same
+    sequence."""
     here = size(case)
     seen: set[Case] = set()
-    for p in PASSES:
+    for p in passes:
         for c in p(case):
             if c is None or c in seen:
                 continue

@@ -8,10 +8,19 @@ Two stages, both deterministic (the same finding and budget give the same result
    and re-running the test with phases ``reuse`` + ``shrink`` (and ``@seed(0)``) shrinks it the way
    any Hypothesis failure is shrunk. Skipped for cases that did not come from a buffer (a hand-written or
    corpus case).
-2. IR reductions (:func:`fuzzer.triage.reduce.candidates`) to a fixed point: the first candidate that still
-   shows the bug is taken and the walk starts over from it, until no candidate does.
+2. IR reductions (:func:`fuzzer.triage.reduce.candidates`) to a fixed point, in sweeps over the passes
+   (NOTE [reduction sweeps]): until no candidate of any pass shows the bug.
 
-"The same bug" is :class:`Goal`: the same verdict (or its one-sided form, NOTE [one-sided errors]) under
+"The same bug" is :class:`Goal`: the same verdict (or its one-sided form, NOTE [reduction sweeps]
+The reductions go pass by pass, biggest cuts first (:data:`fuzzer.triage.reduce.PASSES`): a pass's
+first candidate that still shows the bug is taken and the same pass tries again on it, until none of
+its candidates does; then the next pass. A sweep that took anything is followed by another, from the
+first pass (a node dropped can let a level go), so the result is a fixed point of every pass, as
+before. Starting over from the first pass after every step instead re-ran the candidates of the
+passes before it, which rarely change: on a compiled finding (a compile per run) that walk took 151
+runs to its fixed point where the sweeps take fewer.
+
+NOTE [one-sided errors]) under
 the same oracle, the same error types (and error message, digits ignored) on each side for error
 verdicts, and the same *essential* features (NOTE [signatures]): every essential feature is still there
 and still essential, and no other feature has become essential. So a step may drop a transform level, but can never trade the bug for another
@@ -53,7 +62,7 @@ from ..gen.profile import campaign_settings
 from ..ir.case import Case
 from ..ir.features import features
 from .ablate import without
-from .reduce import candidates, size
+from .reduce import PASSES, candidates, size
 
 #: Default number of case runs one shrink may spend (both stages together).
 DEFAULT_BUDGET = 400
@@ -229,19 +238,27 @@ class Shrinker:
         self._limit = self.budget
         self.best = case
         progress = True
-        while progress and self.runs < self.budget:
+        while progress and self.runs < self.budget:  # NOTE [reduction sweeps]
             progress = False
-            for name, candidate in candidates(case):
-                if self.same_bug(candidate, full=full):
-                    self._adopt(candidate)
-                    case = self.best = candidate
-                    steps.append(name)
-                    if chain is not None:
-                        chain.append(case)
-                    progress = True
-                    break
-                if self.runs >= self.budget:
-                    break
+            i = 0
+            while i < len(PASSES) and self.runs < self.budget:
+                taken = None
+                for name, candidate in candidates(case, PASSES[i : i + 1]):
+                    if self.same_bug(candidate, full=full):
+                        taken = name, candidate
+                        break
+                    if self.runs >= self.budget:
+                        break
+                if taken is None:
+                    i += 1  # this pass is done with this case: the next one
+                    continue
+                name, case = taken
+                self._adopt(case)
+                self.best = case
+                steps.append(name)
+                if chain is not None:
+                    chain.append(case)
+                progress = True
         return case
 
     def _confirm(self, chain: list[Case], steps: list[str]) -> Case:

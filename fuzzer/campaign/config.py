@@ -146,7 +146,7 @@ class Stats:
     worker_recycles: int = 0  # workers replaced after recycle_cases or max_rss_mb
     shrink_worker_crashes: int = 0  # workers that died in a shrink job
     untriaged: int = 0  # NOTE [triage share]: new findings whose triage waited for the share
-    untriaged_at_end: int = 0  # ... and of them, those the grace left untriaged
+    left_untriaged: int = 0  # ... and of them, those never triaged (the grace ended, or their triage killed a worker)
     metamorphic: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     feature_counts: Counter[str] = field(default_factory=Counter)  # cases exercising each feature tag
     transform_counts: Counter[str] = field(default_factory=Counter)  # cases with each transform in the stack
@@ -216,7 +216,7 @@ class Stats:
             "worker_recycles": self.worker_recycles,
             "shrink_worker_crashes": self.shrink_worker_crashes,
             "untriaged": self.untriaged,
-            "untriaged_at_end": self.untriaged_at_end,
+            "left_untriaged": self.left_untriaged,
             "metamorphic": {o: dict(c) for o, c in self.metamorphic.items()},
             "feature_counts": dict(self.feature_counts),
             "transform_counts": dict(self.transform_counts),
@@ -245,7 +245,7 @@ class Stats:
             "worker_recycles",
             "shrink_worker_crashes",
             "untriaged",
-            "untriaged_at_end",
+            "left_untriaged",
         ):
             setattr(s, name, int(d.get(name, 0)))
         for o, c in d.get("metamorphic", {}).items():

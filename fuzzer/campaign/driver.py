@@ -274,13 +274,13 @@ class Campaign:
             reason = f"{why} while shrinking {job.raw.id}"
             self._complete(job, job.case, self._unshrunk_info(job, f"the worker died while shrinking it ({why})"))
         elif isinstance(command, Fuzz):
-            for _, rf in command.triage:  # NOTE [triage share]: what it carried waits for another worker
-                waiting = self.scheduler.untriaged.get(rf.quick)
-                if waiting is not None:
-                    waiting.sent = False
+            triaging = current[1] if h.knows_current_case and current is not None and current[0] == "triage" else None
+            self._untriaged_back(command, triaging, why)
             position = None
             compiled = None
-            if h.knows_current_case and current is not None and current[0] == "case":
+            if triaging is not None:  # the command's triage comes before its cases: none was run
+                reason = f"{why} while triaging a finding"
+            elif h.knows_current_case and current is not None and current[0] == "case":
                 position = int(current[1])
                 compiled = current[2] if len(current) > 2 else None  # NOTE [compile share]
             elif command.span == 1:
@@ -290,8 +290,23 @@ class Campaign:
             if position is not None:
                 slot.skip.add(position)
                 self._crash(slot, position, why, pid, hang=hang, compiled=compiled)
-            reason = f"{why} at position {position}" if position is not None else why
+                reason = f"{why} at position {position}"
         self._restart(slot, reason)
+
+    def _untriaged_back(self, command: Fuzz, triaging: str | None, why: str) -> None:
+        """NOTE [triage share]: the untriaged findings a dead worker's command carried wait for another
+        worker, but the one whose triage it died in (or that was carried by two dead workers) is not
+        handed out again: the crash would repeat. It is logged and counted as left untriaged."""
+        for _, rf in command.triage:
+            waiting = self.scheduler.untriaged.get(rf.quick)
+            if waiting is None:
+                continue
+            waiting.sent = False
+            waiting.deaths += 1
+            if rf.quick == triaging or waiting.deaths >= 2:
+                del self.scheduler.untriaged[rf.quick]
+                self.stats.left_untriaged += 1
+                self.log_internal(f"--- the worker {why} while triaging {rf.quick}; that finding is not triaged\n")
 
     def _crash(
         self, slot: Slot, position: int, why: str, pid: int | None, *, hang: bool, compiled: Compile | None = None
@@ -609,7 +624,7 @@ class Campaign:
         queue.clear()
         if self.scheduler.untriaged:  # NOTE [triage share]: the grace ended first; counted, never silent
             left = list(self.scheduler.untriaged.values())
-            self.stats.untriaged_at_end += len(left)
+            self.stats.left_untriaged += len(left)
             self.event("untriaged", findings=len(left), hits=sum(u.hits for u in left))
             self.scheduler.untriaged.clear()
 

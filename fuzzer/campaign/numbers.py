@@ -113,7 +113,7 @@ def triage_stats(c: Campaign) -> dict[str, Any]:
         "seconds_per_bucket": round(seconds / len(c.buckets), 3) if c.buckets else None,
         "waited": s.untriaged,
         "waiting": len(c.scheduler.untriaged),
-        "untriaged_at_end": s.untriaged_at_end,
+        "left_untriaged": s.left_untriaged,
     }
 
 

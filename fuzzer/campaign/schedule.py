@@ -24,9 +24,10 @@ may spend what the share leaves (``triage_share`` x the worker wall time so far,
 split between the slots, and at most :data:`TRIAGE_BURST` seconds), and a new finding met past it is
 reported *untriaged*, with its case and outcome. The scheduler keeps those (one per quick key, its
 repeats counted as hits) and hands them out again, a few per command, once the share allows; when the
-campaign stops they are triaged before any shrink job, in the grace. None is dropped: what the grace
-leaves untriaged is counted (``triage.untriaged_at_end`` in summary.json) and logged. In-process
-campaigns triage right away, so their findings repeat exactly.
+campaign stops they are triaged before any shrink job, in the grace. None is dropped silently: what
+the grace leaves untriaged, and a finding whose triage killed a worker (handed out again, it would kill
+the next), are counted (``triage.left_untriaged`` in summary.json) and logged. In-process campaigns
+triage right away, so their findings repeat exactly.
 """
 
 from __future__ import annotations
@@ -68,13 +69,14 @@ TRIAGE_PER_COMMAND = 8
 @dataclass
 class Untriaged:
     """NOTE [triage share]: a new finding whose triage waits: the slot and stream position it was found
-    at, its repeats so far, and whether a command carries it now."""
+    at, its repeats so far, whether a command carries it now, and how many workers died carrying it."""
 
     finding: RawFinding
     slot: int
     k: int
     hits: int = 1
     sent: bool = False
+    deaths: int = 0  # workers that died carrying it
 
 
 @dataclass

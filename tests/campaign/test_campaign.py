@@ -11,8 +11,13 @@ from conftest import run_script
 
 from fuzzer.campaign.config import CampaignConfig
 from fuzzer.campaign.driver import Campaign
+from fuzzer.campaign.protocol import Fuzz
+from fuzzer.campaign.schedule import Untriaged
 from fuzzer.cli import main
+from fuzzer.ir.case import Case
 from fuzzer.ir.features import ALL_FEATURES
+from fuzzer.judge.execute import Outcome, Side
+from fuzzer.triage.buckets import RawFinding
 
 REQUIRED = {
     "verdict",
@@ -109,7 +114,7 @@ def test_findings_past_the_triage_share_wait_and_are_triaged_later_every_hit_cou
     campaign = Campaign(config)
     campaign.run()
     summary = campaign.summary()
-    assert summary["triage"]["waited"] > 0 and summary["triage"]["untriaged_at_end"] == 0
+    assert summary["triage"]["waited"] > 0 and summary["triage"]["left_untriaged"] == 0
     assert summary["triage"]["waiting"] == 0
     verified = [b for b in summary["buckets"] if b["status"] == "verified"]
     assert any("custom_vmap" in b["signature_features"] for b in verified), summary["buckets"]
@@ -206,3 +211,23 @@ def test_a_worker_killed_mid_shrink_is_replaced_and_the_finding_kept(tmp_path: P
         _check_finding_dir(tmp_path / b["path"])
     restarts = [e for e in _events(tmp_path) if e["event"] == "worker_restart"]
     assert len(restarts) == 1 and "SIGKILL" in restarts[0]["reason"] and restarts[0]["old_pid"] == killed[0]
+
+
+def test_a_finding_whose_triage_killed_a_worker_is_not_handed_out_again(seed_case: Case, tmp_path) -> None:
+    """NOTE [triage share]: the finding a dead worker was triaging would kill the next worker too: it is
+    counted as left untriaged; the others it carried wait for another worker (twice at most)."""
+    campaign = Campaign(CampaignConfig(out=tmp_path, seed=1, workers=2))
+    waiting = campaign.scheduler.untriaged
+    for q in ("bad", "other"):
+        waiting[q] = Untriaged(_waiting(seed_case, q), slot=0, k=1, sent=True)
+    command = Fuzz(start=0, max_cases=1, seconds=1.0, triage=tuple((1, u.finding) for u in waiting.values()))
+    campaign._untriaged_back(command, "bad", "killed by SIGSEGV")
+    assert list(waiting) == ["other"] and not waiting["other"].sent and campaign.stats.left_untriaged == 1
+    waiting["other"].sent = True
+    campaign._untriaged_back(command, None, "killed by SIGSEGV")  # carried by a second dead worker
+    assert waiting == {} and campaign.stats.left_untriaged == 2
+
+
+def _waiting(case: Case, quick: str) -> RawFinding:
+    outcome = Outcome("value_mismatch", Side("0", None, None), Side("1", None, None), 0.0)
+    return RawFinding("o", "value_mismatch", quick, "", ("grad",), case=case, outcome=outcome, untriaged=True)

@@ -46,7 +46,7 @@ from ..gen.streams import Decoder, database_dir, stream_buffer
 from ..ir.case import Case, Compile
 from ..ir.features import features
 from ..ir.files import atomic_write_json
-from ..ir.oracles import MAIN
+from ..ir.oracles import COMPILED, MAIN
 from ..judge.compare import Limitation, load_registry
 from ..judge.execute import Outcome, Side
 from ..publish.findings import Finding, expect_of, repro_lines
@@ -365,7 +365,7 @@ class Campaign:
         slot.cases += 1
         slot.cases_since_start += 1
         self.stats.count(r, slot.index)
-        self.coverage.add(r.features, r.transforms, r.seconds)
+        self.coverage.add(r.features, r.transforms, r.seconds - r.compiled_seconds)  # as the worker steers
         if r.internal_errors:
             self.log_internal("".join(r.internal_errors))
         for finding in r.findings:
@@ -422,7 +422,7 @@ class Campaign:
 
     def _on_job(self, job: ShrinkJob, result: JobResult) -> None:
         self.stats.seconds["shrink"] += result.seconds
-        self.scheduler.job_done(result.seconds)
+        self.scheduler.job_done(result.seconds, compiled=job.goal.oracle == COMPILED)
         if result.error is not None:
             self.log_internal(f"--- shrinking {job.raw.id}\n{result.error}")
             self._complete(job, job.case, self._unshrunk_info(job, "the shrink job failed"))

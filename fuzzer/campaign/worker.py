@@ -137,7 +137,7 @@ class Worker:
             if case.compile is not None:  # NOTE [worker time]: all of it but the oracles it would run anyway
                 others = sum(s for o, s in report.oracle_seconds if o != COMPILED)
                 compiled = max(0.0, report.seconds - report.triage_seconds - others)
-            self.coverage.add(tags, names, report.seconds)
+            self.coverage.add(tags, names, report.seconds - compiled)  # NOTE [compile share]: not the compile
             self.cases_run += 1
             now = time.perf_counter()
             loop = now - began - report.triage_seconds

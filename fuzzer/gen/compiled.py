@@ -9,7 +9,10 @@ fuzz-loop time so far (by time), or, with ``--steer-by cases`` (repeatable campa
 position's own random number falls below ``share / COST_RATIO`` (by position alone). What a compiled
 case costs is all of it but the oracles it would run anyway: the compile, Dynamo's resets, collecting
 the garbage it leaves, the script compiled whole (NOTE [worker time] in :mod:`fuzzer.campaign.worker`),
-so the share is of the worker's wall time, not of the compiled sides' own seconds.
+so the share is of the worker's wall time, not of the compiled sides' own seconds. Steering (NOTE
+[cost-aware steering] in :mod:`fuzzer.gen.coverage`) weighs a compiled case without that cost: the share
+bounds it already, and counted there too it made every transform a compiled case had look expensive, so
+steering skipped those transforms' torch.func cases.
 
 How it runs compiled is named by the campaign seed, the slot and the position, like the case itself
 (NOTE [worker streams]): ``random.Random(f"{seed}/{slot}/compile/{k}")`` draws the backend (``eager``

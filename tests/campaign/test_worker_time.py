@@ -124,3 +124,23 @@ def test_a_worker_process_freezes_its_heap_and_a_shared_process_never_does() -> 
     )
     assert int(own.stdout) > 100_000  # torch and the fuzzer's modules
     assert int(shared.stdout) == 0
+
+
+def test_a_compiled_case_counts_its_compile_in_the_share_and_not_in_steering() -> None:
+    """NOTE [worker time] on a real compiled case: its loop seconds hold its whole run, its compiled
+    seconds all of it but the other oracles' sides, and steering weighs it without them (NOTE [compile
+    share]: the share bounds that cost already)."""
+    from dataclasses import replace
+
+    from fuzzer.campaign.protocol import Fuzz, WorkerInit
+    from fuzzer.campaign.worker import Worker
+
+    worker = Worker(WorkerInit(slot=0, seed=4, compile_share=0.5, steer=False))
+    worker.compiles.attach = lambda case, k, t: replace(case, compile=Compile("eager", True, "around"))  # type: ignore[method-assign]
+    [report] = worker.fuzz(Fuzz(start=0, max_cases=1, seconds=60.0)).reports
+    assert report.compile == Compile("eager", True, "around")
+    others = sum(s for o, s in report.oracle_seconds if o != "compiled_vs_eager")
+    assert 0.0 < report.compiled_seconds == pytest.approx(report.seconds - report.triage_seconds - others)
+    assert report.loop_seconds >= report.seconds - report.triage_seconds
+    assert worker.coverage.seconds == pytest.approx(report.seconds - report.compiled_seconds)
+    assert worker.compiles.compiled_seconds >= report.compiled_seconds

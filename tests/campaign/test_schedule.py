@@ -203,3 +203,21 @@ def test_when_stopping_waiting_findings_are_triaged_before_any_shrink_job(seed_c
     assert [rf.quick for _, rf in first.triage] == ["q"]
     assert isinstance(ask(s, s.slots[1], stopping=True), Job)  # the shrink job next
     assert ask(s, s.slots[0], stopping=True, grace_over=True) is None  # the grace is over: nothing more
+
+
+def test_compiled_and_torch_func_jobs_are_expected_apart_and_one_too_long_lets_the_other_through(
+    seed_case: Case,
+) -> None:
+    """NOTE [shrink share]: a long compiled job's mean does not hold torch.func jobs back."""
+    s = scheduler(2)
+    s.job_done(60.0, compiled=True)
+    s.job_done(2.0)
+    assert s.expected_job_seconds(0.1, compiled=True) == 60.0 and s.expected_job_seconds(0.1) == 2.0
+    s.queue += [job(seed_case, "value_mismatch", "c", COMPILED), job(seed_case, "torch_bug_error", "f")]
+    # past the compiled job's patience, first in order; 301 s x 2 workers: 150.5 core-seconds may shrink,
+    # 100 used: the 60 s compiled job would overshoot, a 2 s torch.func one fits
+    elapsed = 1.0 + COMPILED_PATIENCE
+    assert s._order(s.queue[0], stopping=False, elapsed=elapsed) < s._order(s.queue[1], stopping=False, elapsed=elapsed)
+    command = ask(s, s.slots[0], shrink_seconds=100.0, elapsed=elapsed)
+    assert isinstance(command, Job) and command.goal.oracle != COMPILED
+    assert [j.goal.oracle for j in s.queue] == [COMPILED]

@@ -52,7 +52,7 @@ from ..judge.execute import (
     torch_state_changes,
     triage_source,
 )
-from ..judge.judge import Judge, Judgement
+from ..judge.judge import NO_COMPILE, Judge, Judgement
 from ..triage.buckets import KnownBuckets, RawFinding, error_bucket_id, quick_key
 from ..triage.shrink import Goal, Shrinker
 from ..triage.signature import signature, skeleton
@@ -137,6 +137,8 @@ class Worker:
             if case.compile is not None:  # NOTE [worker time]: all of it but the oracles it would run anyway
                 others = sum(s for o, s in report.oracle_seconds if o != COMPILED)
                 compiled = max(0.0, report.seconds - report.triage_seconds - others)
+                if (COMPILED, "not_applicable", NO_COMPILE) in report.verdicts:
+                    self.compiles.share = 0.0  # this torch has no torch.compile: no case is run compiled again
             self.coverage.add(tags, names, report.seconds - compiled)  # NOTE [compile share]: not the compile
             self.cases_run += 1
             now = time.perf_counter()

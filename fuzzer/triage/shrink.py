@@ -11,16 +11,7 @@ Two stages, both deterministic (the same finding and budget give the same result
 2. IR reductions (:func:`fuzzer.triage.reduce.candidates`) to a fixed point, in sweeps over the passes
    (NOTE [reduction sweeps]): until no candidate of any pass shows the bug.
 
-"The same bug" is :class:`Goal`: the same verdict (or its one-sided form, NOTE [reduction sweeps]
-The reductions go pass by pass, biggest cuts first (:data:`fuzzer.triage.reduce.PASSES`): a pass's
-first candidate that still shows the bug is taken and the same pass tries again on it, until none of
-its candidates does; then the next pass. A sweep that took anything is followed by another, from the
-first pass (a node dropped can let a level go), so the result is a fixed point of every pass, as
-before. Starting over from the first pass after every step instead re-ran the candidates of the
-passes before it, which rarely change: on a compiled finding (a compile per run) that walk took 151
-runs to its fixed point where the sweeps take fewer.
-
-NOTE [one-sided errors]) under
+"The same bug" is :class:`Goal`: the same verdict (or its one-sided form, NOTE [one-sided errors]) under
 the same oracle, the same error types (and error message, digits ignored) on each side for error
 verdicts, and the same *essential* features (NOTE [signatures]): every essential feature is still there
 and still essential, and no other feature has become essential. So a step may drop a transform level, but can never trade the bug for another
@@ -29,6 +20,14 @@ costs a run per feature of the case; that one is checked on the result, and if i
 walk backs up to the newest accepted case that passes it and goes on from there checking everything. The bucket's signature is taken from the shrunk case: its
 transform skeleton is the smallest stack that still shows the bug, which is what collapses the many
 stacks a campaign finds one bug under into one bucket.
+
+NOTE [reduction sweeps]
+The reductions go pass by pass, biggest cuts first (:data:`fuzzer.triage.reduce.PASSES`): a pass's
+first candidate that still shows the bug is taken and the same pass tries again on it, until none of
+its candidates does; then the next pass. A sweep that took anything is followed by another, from the
+first pass (a node dropped can let a level go), so the result is a fixed point of every pass.
+Starting over from the first pass after every step would re-run the candidates of the passes before
+it, which a later pass's step rarely changes; on a compiled finding each of those runs is a compile.
 
 NOTE [one-sided errors]
 An error bucket is its fingerprint's error (NOTE [error buckets] in :mod:`fuzzer.judge.compare`), whatever

@@ -460,8 +460,14 @@ _AGREE = Side("", None, None)
 # manager's enter or exit in torch (``torch.no_grad()`` in ``finite_forward``, a forward-AD dual level, a
 # torch.func level), so the global state it was restoring stays changed: after a 0.1 ms limit the next
 # case ran with grad mode off and computed wrong derivatives. After a timeout the state every case
-# starts from is put back: grad mode on, no forward-AD dual level, no torch.func level. A worker also
-# asks to be replaced after a hang (NOTE [worker protocol]), for state this cannot see.
+# starts from is put back: grad mode on, no forward-AD dual level, no torch.func level. Before that the
+# garbage is collected: a context manager's generator the timer interrupted between its enter and the
+# ``with`` (torch.func's ``vmap_increment_nesting``) is garbage in a cycle, and its ``finally`` pops a
+# torch.func level whenever the collector finalizes it; left to chance, that was inside a later case,
+# which then failed with "!dynamicLayerStack.empty() INTERNAL ASSERT", a torch bug of affuzz's making.
+# Collected at once, it pops the level of its own interrupted case (what it raises then is nobody's
+# finding and is dropped). A worker also asks to be replaced after a hang (NOTE [worker protocol]), for
+# state this cannot see.
 # NOTE [leaked torch state]
 # A compiled case that fails inside Dynamo or AOTAutograd can leave torch's thread-local state changed for
 # every case after it in the process: seen on torch 2.13 in a 10-minute campaign, inference mode left on
@@ -632,9 +638,18 @@ def _cpp_dual_level_open(torch: Any) -> bool:
 
 
 def restore_torch_state() -> None:
+    """NOTE [interrupted cases]: finalize what the interrupted case left half-done, then put grad mode, the
+    forward-AD levels and the torch.func levels back as every case starts."""
+    import gc
+
     torch = sys.modules.get("torch")
     if torch is None:
         return
+    hook, sys.unraisablehook = sys.unraisablehook, lambda unraisable: None
+    try:
+        gc.collect()  # orphaned context managers exit now, not inside a later case
+    finally:
+        sys.unraisablehook = hook
     torch.set_grad_enabled(True)
     fwd = torch.autograd.forward_ad
     while getattr(fwd, "_current_level", -1) >= 0:

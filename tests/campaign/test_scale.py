@@ -27,7 +27,7 @@ from fuzzer.ir.case import TRANSFORMS
 from fuzzer.ir.features import ALL_FEATURES, features
 
 ROOT = Path(__file__).resolve().parents[2]
-EVENTS = {"start", "stop", "new_bucket", "crash", "hang", "worker_restart"}
+EVENTS = {"start", "stop", "new_bucket", "crash", "hang", "worker_restart", "untriaged"}
 STATS_KEYS = {"cases", "elapsed_seconds", "cases_per_second", "workers", "buckets", "worker_restarts"}
 SMALL = {"transforms": ["grad", "vmap"], "max_depth": 2, "outer_autograd": False}
 

@@ -3,100 +3,180 @@
 Tags are the vocabulary of ``finding.json`` ``features`` and of signatures. The full list is fixed here
 so that later vocabulary (custom_jvp, mark_dirty, ...) is reserved and spelled one way; :func:`features`
 returns only tags that apply to a case. Torch-free.
+
+NOTE [feature tags]
+One row per tag (:data:`FEATURE_TAGS`, :class:`FeatureTag`), read by every consumer: its detector on the
+IR (:func:`features`), the words a draft's title uses for it (``fuzzer.publish.drafts``), the API word
+an upstream search adds for it (``fuzzer.publish.filing``), and whether the ablation that makes it
+*essential* exists (:func:`fuzzer.triage.ablate.without`; a tag without one can never be essential, so
+its row says why). Swarm configurations (NOTE [swarm] in :mod:`fuzzer.gen.swarm`) turn each tag on or
+off in the strategies; a row's ``derived`` says why a case may carry the tag though its configuration
+left it out. An unknown tag name raises (:func:`feature`); a test checks every consumer covers every
+row. Adding a tag: a row here (in report order: the swarm's draws follow it, so append at the end), its
+gate in ``strategies/functions.py``, its ablation in :mod:`fuzzer.triage.ablate`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from .case import STRAIGHT_THROUGH_OPS, Case
 from .dataflow import forward_nodes, grad_flows
 from .validity import backward_second_order_issues, jvp_alias, jvp_not_view, sides
 
-#: Every tag affuzz knows, in report order. :data:`RESERVED` ones name vocabulary the case IR cannot
-#: express yet; :func:`features` never returns them.
-ALL_FEATURES = (
-    "output_is_input",
-    "output_is_view",
-    "output_is_view_of_output",
-    "output_repeated",
-    "saved_input",
-    "saved_output",
-    "saved_intermediate",
-    "saved_on_ctx",
-    "saved_detached",
-    "grad_unused",
-    "backward_returns_none",
-    "legacy_forward",
-    "generate_vmap_rule",
-    "custom_vmap",
-    "custom_jvp",
-    "mark_dirty",
-    "mark_non_differentiable",
-    "once_differentiable",
-    "materialize_grads_false",
-    "non_tensor_input",
-    "non_tensor_output",
-    "inplace_on_output",
-    "jvp_not_view",
-    "jvp_alias",
-    "custom_gradient",
-    "straight_through",
-    "inplace_in_forward",
-    "aliased_inputs",
+
+@dataclass(frozen=True)
+class FeatureTag:
+    """NOTE [feature tags]: one tag's row.
+
+    ``detect(case)``: whether ``case`` exercises it. ``phrase``: what a draft title says after "a custom
+    autograd.Function that". ``search_term``: the API word upstream searches add (None: no API name says
+    it). ``no_ablation``: why no variant of a case can drop it (None: one can, and the tag can be
+    essential). ``derived``: why a case can carry it with the tag off in its swarm configuration (None:
+    only drawn)."""
+
+    name: str
+    detect: Callable[[Case], bool]
+    phrase: str
+    search_term: str | None = None
+    no_ablation: str | None = None
+    derived: str | None = None
+
+
+def _output_kinds(case: Case, kind: str) -> bool:
+    return any(o.kind == kind for o in case.function.outputs)
+
+
+def _view_of_output(case: Case) -> bool:
+    fn = case.function
+    node_outputs = {o.ref for o in fn.outputs if o.kind == "node"}
+    return any(o.kind == "view" and o.ref in node_outputs for o in fn.outputs)
+
+
+def _saved(prefix: str) -> Callable[[Case], bool]:
+    return lambda case: any(r[0] == prefix for r in case.function.saved)
+
+
+#: Every tag, in report order (NOTE [feature tags]).
+FEATURE_TAGS: tuple[FeatureTag, ...] = (
+    FeatureTag("output_is_input", lambda c: _output_kinds(c, "input"), "returns its input"),
+    FeatureTag("output_is_view", lambda c: _output_kinds(c, "view"), "returns a view of its input"),
+    FeatureTag("output_is_view_of_output", _view_of_output, "returns a view of an output"),
+    FeatureTag("output_repeated", lambda c: bool(repeated_outputs(c)), "returns one output twice"),
+    FeatureTag(
+        "saved_input",
+        _saved("x"),
+        "saves its input",
+        "save_for_backward",
+        no_ablation="the backward needs the input it saves: repairing the saved tensors saves it again",
+        derived="saved wherever the backward needs an input nothing else provides",
+    ),
+    FeatureTag("saved_output", _saved("o"), "saves an output", "save_for_backward"),
+    FeatureTag("saved_intermediate", _saved("t"), "saves an intermediate", "save_for_backward"),
+    FeatureTag("saved_on_ctx", lambda c: bool(c.function.on_ctx), "keeps a tensor on ctx"),
+    FeatureTag("saved_detached", lambda c: bool(c.function.detached), "saves a detached tensor", "detach"),
+    FeatureTag("grad_unused", lambda c: bool(c.function.unused_grads), "ignores an output's gradient"),
+    FeatureTag(
+        "backward_returns_none",
+        lambda c: returns_none(c),
+        "returns None from backward",
+        derived="None wherever an input reaches no output",
+    ),
+    FeatureTag("legacy_forward", lambda c: c.function.style == "legacy", "uses the legacy forward(ctx, ...)"),
+    FeatureTag(
+        "generate_vmap_rule",
+        lambda c: c.function.vmap_rule == "generate",
+        "uses generate_vmap_rule",
+        "generate_vmap_rule",
+    ),
+    FeatureTag(
+        "custom_vmap",
+        lambda c: c.function.vmap_rule in ("custom", "custom_wrong"),
+        "has its own vmap rule",
+        "vmap",
+    ),
+    FeatureTag("custom_jvp", lambda c: c.function.jvp_rule, "has a jvp rule", "jvp"),
+    FeatureTag("mark_dirty", lambda c: bool(c.function.dirty), "modifies an input in place (mark_dirty)", "mark_dirty"),
+    FeatureTag(
+        "mark_non_differentiable",
+        lambda c: bool(c.function.non_differentiable),
+        "marks an output non-differentiable",
+        "mark_non_differentiable",
+    ),
+    FeatureTag(
+        "once_differentiable",
+        lambda c: c.function.once_differentiable,
+        "has a @once_differentiable backward",
+        "once_differentiable",
+    ),
+    FeatureTag(
+        "materialize_grads_false",
+        lambda c: not c.function.materialize_grads,
+        "sets materialize_grads(False)",
+        "set_materialize_grads",
+    ),
+    FeatureTag(
+        "non_tensor_input",
+        lambda c: bool(c.function.scalars),
+        "takes a Python float",
+        no_ablation="the float is an argument of the forward's formula: no variant computes the same without it",
+    ),
+    FeatureTag("non_tensor_output", lambda c: c.function.non_tensor_output, "returns a Python int"),
+    FeatureTag("inplace_on_output", lambda c: bool(c.f.inplace), "has its output modified in place after apply"),
+    FeatureTag(
+        "jvp_not_view",
+        lambda c: jvp_not_view(c.function),
+        "has a jvp rule whose tangent of a view output is not a view",
+    ),
+    FeatureTag(
+        "jvp_alias",
+        lambda c: jvp_alias(c.function),
+        "has a jvp rule that returns an input's tangent as a new output's",
+    ),
+    # NOTE [custom gradients]: a rule only where a computed output exists for it to act on
+    FeatureTag(
+        "custom_gradient",
+        lambda c: c.function.grad_rule != "exact" and any(o.ref.startswith("t") for o in c.function.outputs),
+        "has a gradient rule that is not its forward's derivative on purpose",
+    ),
+    FeatureTag(
+        "straight_through",
+        lambda c: any(n.op in STRAIGHT_THROUGH_OPS for n in c.function.nodes),
+        "passes the gradient straight through a rounding",
+    ),
+    FeatureTag(  # NOTE [in-place forward]
+        "inplace_in_forward",
+        lambda c: any(c.function.nodes[k].inplace for k in forward_nodes(c.function)),
+        "modifies a tensor in place in its forward",
+    ),
+    FeatureTag(  # NOTE [aliased inputs]: one tensor in two arguments of apply
+        "aliased_inputs",
+        lambda c: len(set(c.f.apply_args)) < len(c.f.apply_args),
+        "is given one tensor as two arguments",
+    ),
 )
+
+#: Every tag affuzz knows, in report order (:data:`FEATURE_TAGS`). :data:`RESERVED` ones name vocabulary
+#: the case IR cannot express yet; :func:`features` never returns them.
+ALL_FEATURES = tuple(t.name for t in FEATURE_TAGS)
+_BY_NAME = {t.name: t for t in FEATURE_TAGS}
 
 
 RESERVED: tuple[str, ...] = ()
 
 
+def feature(name: str) -> FeatureTag:
+    """The row of tag ``name`` (NOTE [feature tags]); an unknown name raises ``KeyError``."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"unknown feature tag {name!r} (known: {', '.join(ALL_FEATURES)})") from None
+
+
 def features(case: Case) -> tuple[str, ...]:
     """All tags that apply to ``case``, in :data:`ALL_FEATURES` order."""
-    fn = case.function
-    tags: set[str] = set()
-    node_outputs = {o.ref for o in fn.outputs if o.kind == "node"}
-    if repeated_outputs(case):
-        tags.add("output_repeated")
-    for o in fn.outputs:
-        if o.kind == "input":
-            tags.add("output_is_input")
-        elif o.kind == "view":
-            tags.add("output_is_view")
-            if o.ref in node_outputs:
-                tags.add("output_is_view_of_output")
-    for r in fn.saved:
-        tags.add({"x": "saved_input", "o": "saved_output", "t": "saved_intermediate"}[r[0]])
-    if fn.unused_grads:
-        tags.add("grad_unused")
-    if returns_none(case):
-        tags.add("backward_returns_none")
-    if fn.style == "legacy":
-        tags.add("legacy_forward")
-    if fn.vmap_rule == "generate":
-        tags.add("generate_vmap_rule")
-    elif fn.vmap_rule in ("custom", "custom_wrong"):
-        tags.add("custom_vmap")
-    flags = {
-        "custom_jvp": fn.jvp_rule,
-        "once_differentiable": fn.once_differentiable,
-        "materialize_grads_false": not fn.materialize_grads,
-        "mark_non_differentiable": bool(fn.non_differentiable),
-        "saved_on_ctx": bool(fn.on_ctx),
-        "saved_detached": bool(fn.detached),
-        "non_tensor_output": fn.non_tensor_output,
-        "non_tensor_input": bool(fn.scalars),
-        "mark_dirty": bool(fn.dirty),
-        "jvp_not_view": jvp_not_view(fn),
-        "jvp_alias": jvp_alias(fn),
-        # NOTE [custom gradients]: a rule only where a computed output exists for it to act on
-        "custom_gradient": fn.grad_rule != "exact" and any(o.ref.startswith("t") for o in fn.outputs),
-        "straight_through": any(n.op in STRAIGHT_THROUGH_OPS for n in fn.nodes),
-        "inplace_in_forward": any(fn.nodes[k].inplace for k in forward_nodes(fn)),  # NOTE [in-place forward]
-        # NOTE [aliased inputs]: one tensor in two arguments of apply
-        "aliased_inputs": len(set(case.f.apply_args)) < len(case.f.apply_args),
-    }
-    tags.update(t for t, on in flags.items() if on)
-    if case.f.inplace:
-        tags.add("inplace_on_output")
-    return tuple(t for t in ALL_FEATURES if t in tags)
+    return tuple(t.name for t in FEATURE_TAGS if t.detect(case))
 
 
 def repeated_outputs(case: Case) -> list[int]:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..ir.case import FORWARD_MODE_TRANSFORMS, OUTER_TRANSFORMS
+from ..ir.features import feature
 from ..ir.files import atomic_write_text
 from ..ir.oracles import COMPILED, MAIN, alternate_stack
 from ..ir.serde import case_from_json
@@ -52,32 +53,6 @@ LABEL_SILENT = "module: correctness (silent)"
 #: NOTE [compiled mode]: a compiled finding's labels follow the smallest backend that shows it.
 LABEL_PT2 = "oncall: pt2"
 LABELS_BACKEND = {"eager": "module: dynamo", "aot_eager": "module: aotdispatch", "inductor": "module: inductor"}
-
-#: What a Function with each (essential) feature does, as "a custom autograd.Function that ...".
-FEATURE_PHRASES = {
-    "output_is_input": "returns its input",
-    "output_is_view": "returns a view of its input",
-    "output_is_view_of_output": "returns a view of an output",
-    "output_repeated": "returns one output twice",
-    "saved_input": "saves its input",
-    "saved_output": "saves an output",
-    "saved_intermediate": "saves an intermediate",
-    "saved_on_ctx": "keeps a tensor on ctx",
-    "saved_detached": "saves a detached tensor",
-    "grad_unused": "ignores an output's gradient",
-    "backward_returns_none": "returns None from backward",
-    "legacy_forward": "uses the legacy forward(ctx, ...)",
-    "generate_vmap_rule": "uses generate_vmap_rule",
-    "custom_vmap": "has its own vmap rule",
-    "custom_jvp": "has a jvp rule",
-    "mark_dirty": "modifies an input in place (mark_dirty)",
-    "mark_non_differentiable": "marks an output non-differentiable",
-    "once_differentiable": "has a @once_differentiable backward",
-    "materialize_grads_false": "sets materialize_grads(False)",
-    "non_tensor_input": "takes a Python float",
-    "non_tensor_output": "returns a Python int",
-    "inplace_on_output": "has its output modified in place after apply",
-}
 
 _REVERSE_TWIN = ("autograd.grad(create_graph=True)", "autograd.grad")
 _FORWARD_TWIN = ("autograd.forward_ad", "forward_ad")
@@ -253,7 +228,7 @@ def plain_forward(bucket: BucketData) -> bool:
 def _feature_clause(features: list[str]) -> str:
     if not features:
         return "for a custom autograd.Function"
-    phrases = [FEATURE_PHRASES.get(f, f) for f in features]
+    phrases = [feature(f).phrase for f in features]  # NOTE [feature tags]
     if "output_is_input" in features and "saved_input" in features:
         phrases[features.index("saved_input")] = "saves it"  # "returns its input and saves it"
     joined = phrases[0] if len(phrases) == 1 else ", ".join(phrases[:-1]) + " and " + phrases[-1]

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ..ir.errors import AffuzzError
+from ..ir.features import feature
 from ..ir.files import atomic_write_json, atomic_write_text
 from .drafts import INDEX, ISSUES_DIR, LABELS_PREFIX, TOKEN, bucket_fingerprint, draft_plan, error_message, write_drafts
 from .rundata import BucketData, load_run
@@ -53,20 +54,8 @@ GH_TIMEOUT = 120.0  # seconds per gh call
 SEARCH_LIMIT = 20  # candidates per tracker search
 MIN_MESSAGE = 20  # characters an error message needs to be searched for and compared
 PHRASE_LIMIT = 100  # characters of the phrase an error finding is searched by
-#: The word an issue about a Function with each (essential) feature most likely contains.
-FEATURE_TERMS = {
-    "custom_jvp": "jvp",
-    "custom_vmap": "vmap",
-    "generate_vmap_rule": "generate_vmap_rule",
-    "mark_dirty": "mark_dirty",
-    "mark_non_differentiable": "mark_non_differentiable",
-    "once_differentiable": "once_differentiable",
-    "materialize_grads_false": "set_materialize_grads",
-    "saved_detached": "detach",
-    "saved_input": "save_for_backward",
-    "saved_output": "save_for_backward",
-    "saved_intermediate": "save_for_backward",
-}
+#: The word an issue about a transform most likely contains, where it is not the transform's name (a
+#: feature's word is its row's ``search_term``, NOTE [feature tags] in fuzzer/ir/features.py).
 TRANSFORM_TERMS = {"autograd_grad": "autograd.grad"}
 
 
@@ -182,7 +171,8 @@ def _phrase(message: str) -> str:
 
 def _terms(bucket: BucketData) -> list[str]:
     transforms = [TRANSFORM_TERMS.get(t, t) for t in bucket.summary.get("transforms") or ()]
-    features = [FEATURE_TERMS[f] for f in bucket.summary.get("signature_features") or () if f in FEATURE_TERMS]
+    terms = (feature(f).search_term for f in bucket.summary.get("signature_features") or ())  # NOTE [feature tags]
+    features = [t for t in terms if t is not None]
     return list(dict.fromkeys(["autograd.Function", *transforms, *features]))
 
 

@@ -8,11 +8,12 @@ without changing what the case is about returns None.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from ..ir.case import Case, CaseError, Node, Output, View
 from ..ir.dataflow import prune, repair_saved, value_provided_by_saved
-from ..ir.features import repeated_outputs, returns_none
+from ..ir.features import feature, repeated_outputs, returns_none
 from ..ir.shapes import output_shapes
 from ..ir.validate import validate
 
@@ -78,64 +79,86 @@ def drop_outputs(case: Case, drop: set[int]) -> Case | None:
     return repaired(replace(case, function=fn, f=f))
 
 
-def without(case: Case, tag: str) -> Case | None:
-    """``case`` with feature ``tag`` removed, or None where no such variant exists."""
+def _set(**fields: object) -> Callable[[Case], Case | None]:
+    """The ablation that sets the Function's ``fields``."""
+    return lambda case: repaired(replace(case, function=replace(case.function, **fields)))
+
+
+def _without_input_output(case: Case) -> Case | None:
     fn = case.function
-    if tag == "output_is_input":
-        outs = tuple(Output("view", o.ref, View("view_as")) if o.kind == "input" else o for o in fn.outputs)
-        return repaired(replace(case, function=replace(fn, outputs=outs)))
-    if tag == "output_is_view":
-        return drop_outputs(case, {j for j, o in enumerate(fn.outputs) if o.kind == "view"})
-    if tag == "output_is_view_of_output":
-        return drop_outputs(case, {j for j, o in enumerate(fn.outputs) if o.kind == "view" and o.ref.startswith("t")})
-    if tag == "output_repeated":
-        return drop_outputs(case, set(repeated_outputs(case)))
-    if tag == "saved_output":
+    outs = tuple(Output("view", o.ref, View("view_as")) if o.kind == "input" else o for o in fn.outputs)
+    return repaired(replace(case, function=replace(fn, outputs=outs)))
 
-        def as_value(r: str) -> str | None:
-            return value_provided_by_saved(fn, r) if r.startswith("o") else r
 
-        def mapped(refs: tuple[str, ...]) -> tuple[str, ...]:
-            return tuple(v for r in refs if (v := as_value(r)) is not None)
+def _without_saved_output(case: Case) -> Case | None:
+    fn = case.function
 
-        function = replace(fn, saved=mapped(fn.saved), on_ctx=mapped(fn.on_ctx), detached=mapped(fn.detached))
-        return repaired(replace(case, function=function))
-    if tag == "saved_intermediate":
-        return repaired(replace(case, function=replace(fn, saved=tuple(r for r in fn.saved if not r.startswith("t")))))
-    if tag == "grad_unused":
-        return repaired(replace(case, function=replace(fn, unused_grads=())))
-    if tag == "backward_returns_none":
-        variant = repaired(replace(case, function=replace(fn, none_grads=())))
-        return None if variant is None or returns_none(variant) else variant
-    if tag == "legacy_forward":
-        return repaired(replace(case, function=replace(fn, style="setup_context")))
-    if tag == "generate_vmap_rule":
-        return repaired(replace(case, function=replace(fn, vmap_rule="custom")))
-    if tag == "custom_vmap":
-        return repaired(replace(case, function=replace(fn, vmap_rule="generate")))
-    off = {
-        "custom_jvp": {"jvp_rule": False, "jvp_not_view": False, "jvp_alias": False},
-        "jvp_not_view": {"jvp_not_view": False},
-        "jvp_alias": {"jvp_alias": False},
-        "once_differentiable": {"once_differentiable": False},
-        "materialize_grads_false": {"materialize_grads": True},
-        "mark_non_differentiable": {"non_differentiable": ()},
-        "saved_on_ctx": {"on_ctx": ()},
-        "saved_detached": {"detached": ()},
-        "non_tensor_output": {"non_tensor_output": False},
-        "mark_dirty": {"dirty": ()},
-        "custom_gradient": {"grad_rule": "exact"},
-    }
-    if tag == "inplace_in_forward":  # NOTE [in-place forward]
-        nodes = tuple(replace(n, inplace=False) for n in fn.nodes)
-        return repaired(replace(case, function=replace(fn, nodes=nodes)))
-    if tag == "aliased_inputs":  # NOTE [aliased inputs]
-        return repaired(replace(case, f=replace(case.f, apply_args=())))
-    if tag == "straight_through":  # NOTE [custom gradients]: a node with its own derivative in its place
-        nodes = tuple(Node("mul", (n.args[0], n.args[0])) if n.op == "round" else n for n in fn.nodes)
-        return repaired(replace(case, function=replace(fn, nodes=nodes)))
-    if tag == "inplace_on_output":
-        return repaired(replace(case, f=replace(case.f, inplace=(), inplace_no_grad=False)))
-    if tag in off:
-        return repaired(replace(case, function=replace(fn, **off[tag])))
-    return None
+    def mapped(refs: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(v for r in refs if (v := value_provided_by_saved(fn, r) if r.startswith("o") else r) is not None)
+
+    function = replace(fn, saved=mapped(fn.saved), on_ctx=mapped(fn.on_ctx), detached=mapped(fn.detached))
+    return repaired(replace(case, function=function))
+
+
+def _without_saved_intermediate(case: Case) -> Case | None:
+    fn = case.function
+    return repaired(replace(case, function=replace(fn, saved=tuple(r for r in fn.saved if not r.startswith("t")))))
+
+
+def _without_none_grads(case: Case) -> Case | None:
+    variant = repaired(replace(case, function=replace(case.function, none_grads=())))
+    return None if variant is None or returns_none(variant) else variant
+
+
+def _without_inplace_forward(case: Case) -> Case | None:  # NOTE [in-place forward]
+    nodes = tuple(replace(n, inplace=False) for n in case.function.nodes)
+    return repaired(replace(case, function=replace(case.function, nodes=nodes)))
+
+
+def _without_straight_through(case: Case) -> Case | None:
+    # NOTE [custom gradients]: a node with its own derivative in its place
+    nodes = tuple(Node("mul", (n.args[0], n.args[0])) if n.op == "round" else n for n in case.function.nodes)
+    return repaired(replace(case, function=replace(case.function, nodes=nodes)))
+
+
+#: How a case loses each tag (NOTE [feature tags] in :mod:`fuzzer.ir.features`): every tag whose row has no
+#: ``no_ablation`` reason, and no other (a test checks both ways).
+ABLATIONS: dict[str, Callable[[Case], Case | None]] = {
+    "output_is_input": _without_input_output,
+    "output_is_view": lambda c: drop_outputs(c, {j for j, o in enumerate(c.function.outputs) if o.kind == "view"}),
+    "output_is_view_of_output": lambda c: drop_outputs(
+        c, {j for j, o in enumerate(c.function.outputs) if o.kind == "view" and o.ref.startswith("t")}
+    ),
+    "output_repeated": lambda c: drop_outputs(c, set(repeated_outputs(c))),
+    "saved_output": _without_saved_output,
+    "saved_intermediate": _without_saved_intermediate,
+    "saved_on_ctx": _set(on_ctx=()),
+    "saved_detached": _set(detached=()),
+    "grad_unused": _set(unused_grads=()),
+    "backward_returns_none": _without_none_grads,
+    "legacy_forward": _set(style="setup_context"),
+    "generate_vmap_rule": _set(vmap_rule="custom"),
+    "custom_vmap": _set(vmap_rule="generate"),
+    "custom_jvp": _set(jvp_rule=False, jvp_not_view=False, jvp_alias=False),
+    "mark_dirty": _set(dirty=()),
+    "mark_non_differentiable": _set(non_differentiable=()),
+    "once_differentiable": _set(once_differentiable=False),
+    "materialize_grads_false": _set(materialize_grads=True),
+    "non_tensor_output": _set(non_tensor_output=False),
+    "inplace_on_output": lambda c: repaired(replace(c, f=replace(c.f, inplace=(), inplace_no_grad=False))),
+    "jvp_not_view": _set(jvp_not_view=False),
+    "jvp_alias": _set(jvp_alias=False),
+    "custom_gradient": _set(grad_rule="exact"),
+    "straight_through": _without_straight_through,
+    "inplace_in_forward": _without_inplace_forward,
+    # NOTE [aliased inputs]
+    "aliased_inputs": lambda c: repaired(replace(c, f=replace(c.f, apply_args=()))),
+}
+
+
+def without(case: Case, tag: str) -> Case | None:
+    """``case`` with feature ``tag`` removed, or None where no such variant exists (the tag's row says why
+    there is none, or this case's variant is not a valid case). An unknown tag raises ``KeyError``."""
+    if feature(tag).no_ablation is not None:
+        return None
+    return ABLATIONS[tag](case)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import AffuzzError
+from .transforms import TRANSFORM_KINDS
 
 SCHEMA_VERSION = 4
 #: Versions :func:`case_from_json` reads. Version 1 lacks the fields version 2 added, all of which have
@@ -81,14 +82,15 @@ VIEW_OPS = (
 )
 #: Views whose base can be recovered from the view alone (used when a saved output stands in for its base).
 INVERTIBLE_VIEWS = ("view_as", "reshape", "unsqueeze", "transpose", "squeeze")
-#: functorch transforms the stack may hold, plus the plain-autograd outer level.
-FUNCTORCH_TRANSFORMS = ("grad", "vmap", "jacrev", "jacfwd", "jvp", "vjp", "hessian", "linearize")
+#: functorch transforms the stack may hold, plus the plain-autograd outer level (NOTE [transform table]
+#: in :mod:`fuzzer.ir.transforms`: one row each).
+FUNCTORCH_TRANSFORMS = tuple(k.name for k in TRANSFORM_KINDS if k.functorch)
 #: Levels whose create_graph twin uses forward-mode AD (torch.autograd.forward_ad). Plain autograd has no
 #: nested dual levels, so a stack holds at most one of them (see NOTE [mode equivalence]).
-FORWARD_MODE_TRANSFORMS = ("jacfwd", "jvp", "linearize")
+FORWARD_MODE_TRANSFORMS = tuple(k.name for k in TRANSFORM_KINDS if k.forward_mode)
 VMAP_IN_DIMS = (0, 1, None)
 VMAP_OUT_DIMS = (0, 1)
-OUTER_TRANSFORMS = ("autograd_grad",)
+OUTER_TRANSFORMS = tuple(k.name for k in TRANSFORM_KINDS if not k.functorch)
 TRANSFORMS = FUNCTORCH_TRANSFORMS + OUTER_TRANSFORMS
 STYLES = ("setup_context", "legacy")
 #: ``custom_wrong`` is a hand-written vmap rule that contradicts forward (outputs doubled): a planted

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from .case import VIEW_OPS, Case, CaseError, FunctionDef, Transform, View
+from .transforms import transform_kind
 
 
 def batch_sizes(case: Case) -> tuple[int, ...]:
@@ -114,16 +115,13 @@ def level_output_shapes(case: Case) -> list[tuple[int, ...]]:
 def transform_output_shape(t: Transform, out: tuple[int, ...], ins: list[tuple[int, ...]]) -> tuple[int, ...]:
     """Output shape of level ``t`` whose inner function returns ``out`` and whose inputs have shapes ``ins``
     (as the inner function sees them)."""
-    if t.name == "vmap":
+    kind = transform_kind(t.name).output  # NOTE [transform table]: an unknown name raises
+    if kind == "batched":
         return out[: t.out_dims] + (t.batch_size,) + out[t.out_dims :]
-    x = ins[first_argnum(t)]
-    if t.name in ("jacrev", "jacfwd"):
-        return out + x
-    if t.name == "hessian":
-        return out + x + x
-    if t.name in ("jvp", "linearize"):
+    if kind == "same":
         return out
-    return x  # grad, vjp, autograd_grad
+    x = ins[first_argnum(t)]
+    return {"input": x, "jacobian": out + x, "hessian": out + x + x}[kind]
 
 
 def needs_sum(case: Case) -> list[bool]:

@@ -73,11 +73,12 @@ from dataclasses import dataclass, replace
 
 from .case import STRAIGHT_THROUGH_OPS, Case, Compile, FunctionDef, Transform
 from .oracles import COMPILED, MAIN, alternate
+from .transforms import TRANSFORM_KINDS, transform_kind
 
-_R = ("grad", "vjp", "jacrev", "autograd_grad")
-_F = ("jacfwd", "jvp", "linearize")
+#: Forward-mode transforms (NOTE [transform table] in :mod:`fuzzer.ir.transforms`).
+_F = tuple(k.name for k in TRANSFORM_KINDS if k.forward_mode)
 #: torch.func transforms that run the Function under vmap (directly or through their own vmap).
-_VMAPS = ("vmap", "jacrev", "jacfwd", "hessian")
+_VMAPS = tuple(k.name for k in TRANSFORM_KINDS if k.vmaps)
 REASONS = (
     "saved_tensor_modified_in_place",
     "tensor_saved_on_ctx",
@@ -134,13 +135,8 @@ class SideInfo:
 
 def _path(transforms: tuple[Transform, ...], *, create_graph: bool = False) -> tuple[str, ...]:
     out: list[str] = []
-    for t in reversed(transforms):
-        if t.name in _R:
-            out.append("R")
-        elif t.name in _F:
-            out.append("F")
-        elif t.name == "hessian":
-            out += ["R", "R"] if create_graph else ["R", "F"]
+    for t in reversed(transforms):  # NOTE [transform table]: an unknown name raises
+        out += transform_kind(t.name).derivative_path(create_graph=create_graph)
     return tuple(out)
 
 

@@ -17,6 +17,7 @@ from ..ir.case import COMPILE_BACKENDS, COMPILE_PLACEMENTS, Case, CaseError, Fun
 from ..ir.dataflow import repair_vmap_dims
 from ..ir.features import features
 from ..ir.shapes import input_shapes, numel
+from ..ir.transforms import transform_kind
 from ..ir.validate import validate
 from .ablate import drop_outputs, repaired, without
 
@@ -25,8 +26,6 @@ OP_RANK = {"pow": 0, "mul": 1, "add": 2, "scale": 3, "shift": 4, "sin": 5, "exp"
 #: Transform replacements that keep what a level computes in kind (reverse stays reverse, forward stays
 #: forward); a replacement that changes the bug is rejected by the shrinker's check anyway.
 SIMPLER_TRANSFORM = {"vjp": "grad", "jacrev": "grad", "hessian": "jacrev", "linearize": "jvp", "jacfwd": "jvp"}
-TRANSFORM_RANK = {"grad": 0, "vjp": 1, "jacrev": 2, "autograd_grad": 0, "vmap": 1, "jvp": 2, "jacfwd": 3}
-TRANSFORM_RANK |= {"linearize": 4, "hessian": 4}
 
 
 def _value_cost(v: float) -> int:
@@ -61,7 +60,7 @@ def size(case: Case) -> tuple[int, ...]:
         len(fn.saved) + len(fn.scalars),
         numel(case.inputs.shape) + len(case.inputs.shape),
         sum(x.batch_size for x in t),
-        sum(TRANSFORM_RANK.get(x.name, 5) for x in t),
+        sum(transform_kind(x.name).shrink_rank for x in t),  # NOTE [transform table]
         compile_rank(case),
         sum(OP_RANK[n.op] + (n.exponent - 2 if n.op == "pow" else 0) for n in fn.nodes),
         sum(1 for x in t if x.argnums not in (0, ()) or x.out_dims or any(d != 0 for d in x.in_dims)),

@@ -1,0 +1,78 @@
+"""The transforms a case's stack is made of: one row each. Torch-free.
+
+NOTE [transform table]
+A transform is a row of :data:`TRANSFORM_KINDS` (:class:`TransformKind`), read by every consumer that
+needs to know what a level *is*: the derivative directions it contributes to a side's path
+(:func:`fuzzer.ir.validity.stack_sides`: which documented rules apply), its output's shape
+(:func:`fuzzer.ir.shapes.transform_output_shape`), whether it runs vmap inside, and its rank for the
+shrinker (:func:`fuzzer.triage.reduce.size`: lower reads simpler in a repro). An unknown name raises
+(:func:`transform_kind`) instead of being judged like some other transform: a new derivative level
+judged like a vmap would make comparisons valid that are not. The order of the rows is the order of
+``FUNCTORCH_TRANSFORMS`` (swarm configurations draw in it, NOTE [swarm]), then the plain autograd level.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: What a level's output is, given its inner function's output ``out`` and its input ``x``.
+OUTPUTS = ("batched", "input", "jacobian", "hessian", "same")
+
+
+@dataclass(frozen=True)
+class TransformKind:
+    """NOTE [transform table]: one transform's row.
+
+    ``functorch``: a ``torch.func`` transform (False: the plain ``torch.autograd.grad`` level).
+    ``path``: the derivative directions it adds to a side's path, innermost first ("R" reverse, "F"
+    forward; empty for vmap); ``path_create_graph`` where the create_graph side computes it otherwise
+    (hessian: jacrev over jacrev there). ``output``: one of :data:`OUTPUTS` (``batched``: ``out`` with the
+    batch dimension at ``out_dims``; ``input``: ``x``'s shape; ``jacobian``: ``out + x``; ``hessian``:
+    ``out + x + x``; ``same``: ``out``). ``vmaps``: it runs vmap inside. ``shrink_rank``: lower is simpler.
+    """
+
+    name: str
+    functorch: bool
+    path: tuple[str, ...]
+    output: str
+    vmaps: bool
+    shrink_rank: int
+    path_create_graph: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.output not in OUTPUTS:
+            raise ValueError(f"{self.name}: output must be one of {OUTPUTS}, not {self.output!r}")
+        if any(d not in ("R", "F") for d in self.path + (self.path_create_graph or ())):
+            raise ValueError(f"{self.name}: a path is made of 'R' and 'F'")
+
+    def derivative_path(self, *, create_graph: bool = False) -> tuple[str, ...]:
+        """The directions this level adds to a side's path (``create_graph``: on the create_graph side)."""
+        return self.path_create_graph if create_graph and self.path_create_graph is not None else self.path
+
+    @property
+    def forward_mode(self) -> bool:
+        """Whether it differentiates in forward mode (a jvp at its core)."""
+        return self.path == ("F",)
+
+
+TRANSFORM_KINDS: tuple[TransformKind, ...] = (
+    TransformKind("grad", True, ("R",), "input", vmaps=False, shrink_rank=0),
+    TransformKind("vmap", True, (), "batched", vmaps=True, shrink_rank=1),
+    TransformKind("jacrev", True, ("R",), "jacobian", vmaps=True, shrink_rank=2),
+    TransformKind("jacfwd", True, ("F",), "jacobian", vmaps=True, shrink_rank=3),
+    TransformKind("jvp", True, ("F",), "same", vmaps=False, shrink_rank=2),
+    TransformKind("vjp", True, ("R",), "input", vmaps=False, shrink_rank=1),
+    TransformKind("hessian", True, ("R", "F"), "hessian", vmaps=True, shrink_rank=4, path_create_graph=("R", "R")),
+    TransformKind("linearize", True, ("F",), "same", vmaps=False, shrink_rank=4),
+    TransformKind("autograd_grad", False, ("R",), "input", vmaps=False, shrink_rank=0),
+)
+_BY_NAME = {k.name: k for k in TRANSFORM_KINDS}
+
+
+def transform_kind(name: str) -> TransformKind:
+    """The row of transform ``name`` (NOTE [transform table]); an unknown name raises ``KeyError``."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        known = ", ".join(_BY_NAME)
+        raise KeyError(f"unknown transform {name!r} (known: {known})") from None

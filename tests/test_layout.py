@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = [p for d in ("fuzzer", "strategies") for p in sorted((ROOT / d).rglob("*.py"))]
 NOTE_FILES = SOURCES + [p for d in ("tests", "bench") for p in sorted((ROOT / d).rglob("*.py"))]
-NOTE_FILES += [ROOT / "README.md", ROOT / "pyproject.toml"]
+NOTE_FILES += [ROOT / "README.md", ROOT / "pyproject.toml", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def module_name(path: Path) -> str:

@@ -151,8 +151,7 @@ ABLATIONS: dict[str, Callable[[Case], Case | None]] = {
     "custom_gradient": _set(grad_rule="exact"),
     "straight_through": _without_straight_through,
     "inplace_in_forward": _without_inplace_forward,
-    # NOTE [aliased inputs]
-    "aliased_inputs": lambda c: repaired(replace(c, f=replace(c.f, apply_args=()))),
+    "aliased_inputs": lambda c: repaired(replace(c, f=replace(c.f, apply_args=()))),  # NOTE [aliased inputs]
 }
 
 

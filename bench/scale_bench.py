@@ -54,7 +54,8 @@ from fuzzer.gen.streams import Decoder  # noqa: E402
 from fuzzer.ir.case import Compile  # noqa: E402
 from fuzzer.ir.features import features  # noqa: E402
 from fuzzer.ir.oracles import applicable  # noqa: E402
-from fuzzer.judge.execute import freeze_heap, reset_compiler  # noqa: E402
+from fuzzer.judge.execute import reset_compiler  # noqa: E402
+from fuzzer.judge.torch_state import freeze_heap  # noqa: E402
 
 #: Sampled cases of each kind run once, untimed, before the timing: a process's first calls of a transform
 #: pay set-up a campaign's worker paid once, long before.

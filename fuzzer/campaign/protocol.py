@@ -29,7 +29,7 @@ class WorkerInit:
     swarm: bool = True  # NOTE [swarm]
     compile_share: float = 0.0  # NOTE [compile share]: most of the case time the compiled oracle may take
     campaign_seconds: float = 0.0  # how far into the campaign the worker starts
-    own_process: bool = False  # the worker has its process to itself (NOTE [frozen heap] in fuzzer/judge/execute.py)
+    own_process: bool = False  # a process to itself: NOTE [frozen heap] in fuzzer.judge.torch_state
 
 
 @dataclass(frozen=True)

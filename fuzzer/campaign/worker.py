@@ -44,15 +44,9 @@ from ..ir.case import Case
 from ..ir.features import features
 from ..ir.oracles import COMPILED, applicable
 from ..ir.verdicts import ERROR_VERDICTS, FINDING_VERDICTS
-from ..judge.execute import (
-    COMPILED_TRIAGE,
-    Outcome,
-    freeze_heap,
-    record_torch_state,
-    torch_state_changes,
-    triage_source,
-)
+from ..judge.execute import COMPILED_TRIAGE, Outcome, triage_source
 from ..judge.judge import NO_COMPILE, Judge, Judgement
+from ..judge.torch_state import freeze_heap, record_torch_state, torch_state_changes
 from ..triage.buckets import KnownBuckets, RawFinding, error_bucket_id, quick_key
 from ..triage.shrink import Goal, Shrinker
 from ..triage.signature import signature, skeleton
@@ -186,7 +180,7 @@ class Worker:
     def _recycle(self) -> str | None:
         i = self.init
         if self._timed_out:
-            return "recycled after a case timeout (NOTE [interrupted cases] in fuzzer.judge.execute)"
+            return "recycled after a case timeout (NOTE [interrupted cases] in fuzzer.judge.torch_state)"
         if self._leaked:
             return f"recycled: a case left torch's state changed ({'; '.join(self._leaked)}; NOTE [leaked torch state])"
         if i.recycle_cases is not None and self.cases_run >= i.recycle_cases:

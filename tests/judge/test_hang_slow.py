@@ -66,7 +66,7 @@ def test_a_dual_level_open_behind_pythons_back_is_seen_and_closed() -> None:
     import torch
     import torch.autograd.forward_ad as fwd
 
-    from fuzzer.judge.execute import repair_torch_state, restore_torch_state, torch_state_changes
+    from fuzzer.judge.torch_state import repair_torch_state, restore_torch_state, torch_state_changes
 
     for repair in (restore_torch_state, repair_torch_state):
         torch._C._enter_dual_level()

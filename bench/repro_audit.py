@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from fuzzer.codegen.render import PROMISE_MESSAGE  # noqa: E402
+from fuzzer.codegen.short_forms import PROMISE_MESSAGE  # noqa: E402
 from fuzzer.judge.compare import load_registry  # noqa: E402
 from fuzzer.judge.judge import Judge  # noqa: E402
 from fuzzer.publish.findings import Finding  # noqa: E402

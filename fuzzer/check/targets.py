@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from ..codegen.render import nested
+from ..codegen.parts import nested
 from ..ir.case import DTYPES
 from ..ir.target import Arg, Target, TargetError
 

@@ -50,17 +50,11 @@ from ..ir.case import Transform
 from ..ir.oracles import COMPILED, MAIN, ORACLES, REFERENCE_MODES, alternate
 from ..ir.shapes import numel, transform_output_shape
 from ..ir.target import Arg, CheckCase, Target
-from . import render
-from .render import (
-    ERRORS_LINE,
-    HELPER_ORDER,
-    Expect,
-    compiled_stack,
-    compose_stack,
-    lib_sources,
-    qualified,
-    short_sources,
-)
+from . import parts
+from .compose import HELPER_ORDER, compiled_stack, compose_stack, qualified
+from .parts import Expect, lib_sources
+from .render import ERRORS_LINE
+from .short_forms import short_sources
 
 RULE_ORACLES = (
     "backward_vs_fd",
@@ -161,7 +155,7 @@ def stack_inputs(target: Target, transforms: tuple[Transform, ...], *, float64: 
 
 
 def tensor_expr(a: Arg, extra: str = "") -> str:
-    return render.tensor_expr(list(a.values), a.shape, a.dtype, extra)
+    return parts.tensor_expr(list(a.values), a.shape, a.dtype, extra)
 
 
 # ------------------------------------------------------------------------------------ pieces
@@ -190,7 +184,7 @@ def _imports(target: Target) -> list[str]:
     return ["import torch", f"from {target.module} import {target.name}"]
 
 
-def _inputs(args: list[Arg], *, requires_grad: bool) -> list[str]:
+def input_lines(args: list[Arg], *, requires_grad: bool) -> list[str]:
     extra = ", requires_grad=requires_grad" if requires_grad else ""
     head = "def inputs(requires_grad=False):" if requires_grad else "def inputs():"
     ts = [tensor_expr(a, extra) for a in args]
@@ -294,7 +288,7 @@ def render_check(
 ) -> str:
     """The script of ``case`` (NOTE [check oracles]). ``full``: what ``affuzz check`` executes (``also``:
     more torch oracles of the same stack, NOTE [one exec per case]); ``repro``: the published repro.py,
-    ending as :class:`~fuzzer.codegen.render.Expect` says (both values and ``assert_close``, or the side
+    ending as :class:`~fuzzer.codegen.parts.Expect` says (both values and ``assert_close``, or the side
     that raises run uncaught)."""
     oracle = case.oracle
     if also and oracle in RULE_ORACLES:
@@ -319,7 +313,7 @@ def render_check(
             out += ["", "", FD_TOLERANCE]
         return "\n".join(out + _tail(case, args, (name_a, a, grad_a), (name_b, b, grad_b), expect, fd))
     out = ["import re", "import sys", "import time", "", *out]
-    out += ["", "", *_inputs(args, requires_grad=False)]
+    out += ["", "", *input_lines(args, requires_grad=False)]
     xs = ", ".join(f"x{i}" for i in range(case.target.n_inputs))
     out += ["", "", ERRORS_LINE]
     out += ["", "", f"def {name_a}_mode({xs}):", f"    return {a}({xs})"]
@@ -360,7 +354,7 @@ def _tail(
     fd: bool,
 ) -> list[str]:
     expect = expect or Expect()
-    out = ["", "", *_inputs(args, requires_grad=True), ""]
+    out = ["", "", *input_lines(args, requires_grad=True), ""]
     calls = [(name, f"{expr}(*inputs({'True' if grad else ''}))") for name, expr, grad in (side_a, side_b)]
     tol = ", **FD_TOLERANCE" if fd else ""
     if not expect.a_raises and not expect.b_raises:

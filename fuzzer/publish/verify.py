@@ -29,7 +29,8 @@ from typing import Any
 
 from ..codegen.error_key import message_key
 from ..codegen.function import render_plain_forward
-from ..codegen.render import PROMISE_MESSAGE, Expect, render
+from ..codegen.render import Expect, render
+from ..codegen.short_forms import PROMISE_MESSAGE
 from ..ir.files import atomic_write_json, atomic_write_text
 from ..ir.serde import dumps
 from ..judge.execute import Side

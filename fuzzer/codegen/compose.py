@@ -1,0 +1,209 @@
+"""Each side of a rendered script as one expression: the case's stack composed in a mode (torch.func, its
+create_graph twins, finite differences, compiled), with the helpers it calls. Torch-free.
+
+Split from :mod:`fuzzer.codegen.render`, which puts the sides into a script.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..ir.case import Case, Compile, Transform
+from ..ir.oracles import COMPILED, MAIN, reference_case
+from ..ir.shapes import in_dims_of, level_input_shapes, level_output_shapes, needs_sum
+
+#: functorch-mode spelling of each level (None: the name itself, from torch.func).
+_FUNCTORCH_NAMES = {"jvp": "jvp_ones", "vjp": "vjp_ones", "linearize": "linearize_ones"}
+#: create_graph-mode twin of each level (NOTE [mode equivalence] in fuzzer/codegen/repro_lib.py).
+_TWINS = {
+    "grad": "autograd_grad",
+    "vjp": "autograd_grad",
+    "jacrev": "jacrev_loop",
+    "hessian": "jacrev_loop",
+    "jacfwd": "jacfwd_dual",
+    "jvp": "jvp_dual",
+    "linearize": "jvp_dual",
+    "vmap": "vmap_loop",
+    "autograd_grad": "autograd_grad",
+}
+#: finite-difference twin of each level, for triage (fuzzer/codegen/repro_fd.py).
+_FD_TWINS = {
+    "grad": "fd_grad",
+    "vjp": "fd_vjp",
+    "autograd_grad": "fd_vjp",
+    "jacrev": "fd_jac",
+    "jacfwd": "fd_jac",
+    "hessian": "fd_hessian",
+    "jvp": "fd_jvp",
+    "linearize": "fd_jvp",
+    "vmap": "vmap_loop",
+}
+_TORCH_FUNC = ("grad", "vmap", "jacrev", "jacfwd", "hessian")
+HELPER_ORDER = (
+    "summed",
+    "autograd_grad",
+    "autograd_grads",
+    "vmap_loop",
+    "jacrev_loop",
+    "_nums",
+    "_replace_arg",
+    "_result",
+    "jacfwd_dual",
+    "jvp_dual",
+    "vjp_ones",
+    "jvp_ones",
+    "linearize_ones",
+    "fd_jac",
+    "fd_grad",
+    "fd_vjp",
+    "fd_jvp",
+    "fd_hessian",
+)
+
+
+def _vmap_args(t: Transform, n_inputs: int) -> str:
+    dims = in_dims_of(t, n_inputs)
+    text = ""
+    if any(d != 0 for d in dims):
+        text += f", in_dims={dims[0]}" if n_inputs == 1 else f", in_dims=({', '.join(map(str, dims))})"
+    if t.out_dims:
+        text += f", out_dims={t.out_dims}"
+    return text
+
+
+def compose(case: Case, mode: str) -> tuple[str, set[str]]:
+    """The composed call expression for ``mode`` ('functorch', 'create_graph' or 'fd': finite
+    differences, for triage) and the names it uses."""
+    return compose_stack(case.transforms, needs_sum(case), case.function.n_inputs, mode)
+
+
+def compose_stack(
+    transforms: tuple[Transform, ...],
+    sums: list[bool],
+    n: int,
+    mode: str,
+    inner: str = "f",
+    *,
+    scalar: list[bool] | None = None,
+) -> tuple[str, set[str]]:
+    """:func:`compose` of a bare stack around ``inner``, a function of ``n`` inputs; ``sums[i]``: whether
+    level i (outermost first) sums its inner output first; ``scalar[i]`` (create_graph mode): whether
+    level i differentiates a 0-d output w.r.t. a 0-d input (NOTE [scalar levels])."""
+    expr = inner
+    names: set[str] = set()
+    scalar = scalar or [False] * len(transforms)
+    for t, s, sc in reversed(list(zip(transforms, sums, scalar, strict=True))):
+        if s:
+            expr = f"summed({expr})"
+            names.add("summed")
+        arg = f", argnums={t.argnums}" if t.argnums else ""
+        if isinstance(t.argnums, tuple):
+            arg = f", argnums=({', '.join(map(str, t.argnums))}{',' if len(t.argnums) == 1 else ''})"
+        if t.name == "vmap":
+            arg = _vmap_args(t, n)
+        if mode == "functorch_loop" and t.name == "vmap":
+            name = "vmap_loop"
+            expr = f"{name}({expr}{arg})"
+        elif mode == "fd":
+            name = _FD_TWINS[t.name]
+            expr = f"{name}({expr}{arg})"
+        elif mode in ("functorch", "functorch_loop") or t.name == "autograd_grad":
+            name = _FUNCTORCH_NAMES.get(t.name, t.name)
+            if name == "autograd_grad" and isinstance(t.argnums, tuple):
+                name = "autograd_grads"
+            expr = f"{name}({expr}{arg})"
+        elif sc and t.name in ("jacrev", "hessian", "jacfwd"):  # NOTE [scalar levels]
+            name = "jvp_dual" if t.name == "jacfwd" else "autograd_grad"
+            cg = "" if t.name == "jacfwd" else ", create_graph=True"
+            for _ in range(2 if t.name == "hessian" else 1):
+                expr = f"{name}({expr}{arg}{cg})"
+        else:
+            name = _TWINS[t.name]
+            if t.name == "hessian":
+                expr = f"{name}({name}({expr}{arg}){arg})"
+            elif name == "autograd_grad":
+                name = "autograd_grads" if isinstance(t.argnums, tuple) else name
+                expr = f"{name}({expr}{arg}, create_graph=True)"
+            else:
+                expr = f"{name}({expr}{arg})"
+        names.add(name)
+        if name in ("vjp_ones", "jvp_ones", "linearize_ones", "jvp_dual", "jacfwd_dual"):
+            names.update(("_nums", "_replace_arg", "_result"))
+    return expr, names
+
+
+def scalar_levels(case: Case) -> list[bool]:
+    """For each transform (outermost first): whether it differentiates a 0-d output w.r.t. a 0-d input.
+
+    NOTE [scalar levels]
+    A Jacobian of a 0-d output w.r.t. a 0-d input is its one derivative: there ``jacrev_loop`` (one
+    ``autograd.grad`` per output element, create_graph=True) computes what ``autograd_grad(...,
+    create_graph=True)`` does, and ``jacfwd_dual`` (one basis tangent, which is ``ones``) what
+    ``jvp_dual`` does, zeros where nothing reaches the input included. A published repro writes those
+    levels so, which lets them be straight-line code (NOTE [straight-line sides]); the script the
+    fuzzer executes keeps the general twins (tests/codegen/test_modes.py checks the two agree in value).
+    They agree in value, not in every error: ``jacfwd_dual``'s tangent is a view of ``eye``, ``jvp_dual``'s
+    is not, and an error can need that (a Function whose jvp returns its input tangent itself, now the
+    rule-breaking variant ``jvp_alias``, raised only under jacfwd_dual). So this is part of the straight-line
+    attempt: where it does not reproduce, the fallback (``Expect.straight=False``) writes the twins."""
+    ins = level_input_shapes(case)  # innermost first
+    outs = level_output_shapes(case)
+    depth = len(case.transforms)
+    res = []
+    for i, t in enumerate(case.transforms):
+        lvl = depth - 1 - i
+        arg = t.argnums if isinstance(t.argnums, int) else None
+        res.append(arg is not None and ins[lvl][arg] == () and outs[lvl] == ())
+    return res
+
+
+def qualified(expr: str) -> str:
+    """``grad(f)`` -> ``torch.func.grad(f)``: a repro reads best with the transform's full name."""
+    return re.sub(rf"\b({'|'.join(_TORCH_FUNC)})\(", r"torch.func.\1(", expr)
+
+
+def reference_side(case: Case, oracle: str) -> tuple[str, set[str]]:
+    """Side B's composed call expression under ``oracle`` (NOTE [oracles]) and the names it uses."""
+    if oracle == MAIN:
+        return compose(case, "create_graph")
+    if oracle == "vmap_vs_loop":
+        return compose(case, "functorch_loop")
+    if oracle == COMPILED:
+        return compiled_side(case)
+    return compose(reference_case(case, oracle), "functorch")
+
+
+def compile_call(expr: str, c: Compile) -> str:
+    """``torch.compile`` of ``expr`` as the case's ``compile`` asks (NOTE [compiled mode]); the backend in
+    single quotes, so the expression can stand inside a double-quoted f-string of a repro."""
+    return f"torch.compile({expr}, backend='{c.backend}', fullgraph={c.fullgraph})"
+
+
+def eager_mode(case: Case) -> str:
+    """The mode of ``compiled_vs_eager``'s side A: 'create_graph' where torch.compile goes around ``f``
+    under plain autograd (placement ``plain``), else 'functorch' (NOTE [compiled mode])."""
+    return "create_graph" if case.compile is not None and case.compile.placement == "plain" else "functorch"
+
+
+def compiled_side(case: Case) -> tuple[str, set[str]]:
+    """The compiled side of ``compiled_vs_eager``: the eager side's expression with torch.compile placed
+    as ``case.compile`` says (NOTE [compiled mode]); an outer plain autograd level stays outside a
+    compile placed ``around`` the torch.func stack."""
+    c = case.compile
+    if c is None:
+        raise ValueError(f"{COMPILED} needs a case with a compile")
+    return compiled_stack(case.transforms, needs_sum(case), case.function.n_inputs, c)
+
+
+def compiled_stack(stack: tuple[Transform, ...], sums: list[bool], n: int, c: Compile) -> tuple[str, set[str]]:
+    """:func:`compiled_side` of a bare stack over ``f``, a function of ``n`` inputs."""
+    if c.placement in ("plain", "inside"):
+        mode = "create_graph" if c.placement == "plain" else "functorch"
+        return compose_stack(stack, sums, n, mode, inner=compile_call("f", c))
+    outer = 1 if stack[0].name == "autograd_grad" else 0
+    inner, names = compose_stack(stack[outer:], sums[outer:], n, "functorch")
+    compiled = compile_call(inner, c)
+    if not outer:
+        return compiled, names
+    expr, more = compose_stack(stack[:outer], sums[:outer], n, "functorch", inner=compiled)
+    return expr, names | more

@@ -331,7 +331,7 @@ def _function(
         and rarely("mark_dirty")
     )
     if dirty:  # the dirty input must not be saved (a jvp rule updates its tangent in place; a hand-written
-        # vmap rule returns it as received, NOTE [mark_dirty vmap rule] in fuzzer/codegen/function.py)
+        # vmap rule returns it as received, NOTE [mark_dirty vmap rule] in fuzzer/codegen/fn_rules.py)
         gone = {r for r in fn.saved if value_provided_by_saved(fn, r) in {f"x{i}" for i in dirty}}
         fn = replace(fn, saved=tuple(r for r in fn.saved if r not in gone))
         on_ctx = tuple(r for r in on_ctx if r not in gone)

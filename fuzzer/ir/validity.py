@@ -14,7 +14,7 @@ linearize, dual tensors). The first order uses the Function's ``backward`` (R) o
 order differentiates the formula of the rule below it.
 
 The jvp rule affuzz generates is derived from the same *declared* derivative as the backward,
-including its deliberately dropped terms (NOTE [declared derivative] in :mod:`fuzzer.codegen.function`), so the
+including its deliberately dropped terms (NOTE [declared derivative] in :mod:`fuzzer.codegen.fn_rules`), so the
 two agree by construction except where forward AD forbids it: an output that is an input returned
 as-is or a view must get a view of the input's tangent, which cannot drop the term the backward drops
 ("aliased drop").

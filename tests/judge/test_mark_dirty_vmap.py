@@ -1,5 +1,5 @@
 """A mark_dirty Function with a hand-written vmap rule (issue 22's vocabulary, NOTE [mark_dirty vmap rule] in
-fuzzer/codegen/function.py): the rule updates the dirty input once, through the Function, and returns the very
+fuzzer/codegen/fn_rules.py): the rule updates the dirty input once, through the Function, and returns the very
 object it received with its own in_dims entry. Such a Function is consistent on real torch under vmap (the dirty
 input batched or not), under reverse and forward transforms around and inside vmap, and the generator draws it."""
 

@@ -163,7 +163,8 @@ def command(args: argparse.Namespace) -> int:
     from ..campaign.config import CampaignConfig
     from ..campaign.driver import Campaign
     from ..campaign.state import load_state
-    from ..publish.drafts import EnvProbe, write_drafts
+    from ..publish.drafts import write_drafts
+    from ..publish.env_probe import EnvProbe
     from ..publish.html import write_html
     from ..publish.report import LiveView, summary_table, write_report
 

@@ -15,12 +15,8 @@ in the draft ("Related upstream issues") and in the index, and the draft stays.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import signal
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,15 +27,14 @@ from ..ir.files import atomic_write_text
 from ..ir.oracles import COMPILED, MAIN, alternate_stack
 from ..ir.serde import case_from_json
 from ..ir.validity import RULES
+from .env_probe import EnvProbe, versions_section
+from .fingerprints import bucket_fingerprint, bug_sides, raising_sides, short_error
 from .rundata import BucketData, RunData, load_run
 from .upstream import KnownIssue, known_issue, related_issues
 
 ISSUES_DIR = "issues"
 INDEX = "README.md"
 TITLE_LIMIT = 130  # characters of the title before its signature token
-COLLECT_ENV_TIMEOUT = 120.0  # seconds
-#: NOTE [background priority]: the niceness ``collect_env`` runs at (the lowest priority).
-ENV_PROBE_NICENESS = 19
 #: How a title quotes an error, most detailed first: (characters of the message, with its type).
 ERROR_FORMS = ((80, True), (80, False), (50, True), (50, False), (35, False))
 TOKEN = re.compile(r"\[affuzz:([A-Za-z0-9_.-]+)\]")
@@ -141,84 +136,6 @@ def sides(bucket: BucketData) -> Sides:
     return Sides(a, fallback.get(oracle, "the same in the other order"), ())
 
 
-def _error_type_and_message(fingerprint: str) -> tuple[str, str]:
-    """``RuntimeError: msg at "file":N @ frame`` -> (``RuntimeError``, ``msg``)."""
-    key = fingerprint.rsplit(" @ ", 1)[0] if " @ " in fingerprint else fingerprint
-    kind, _, message = key.partition(": ")
-    if not message:
-        return "", kind.strip()
-    message = re.sub(r'\s+at\s+"[^"]*"(:N)?', "", message).strip()
-    return kind.strip(), message
-
-
-def short_error(fingerprint: str, limit: int = 50, *, with_type: bool = True) -> str:
-    kind, message = _error_type_and_message(fingerprint)
-    if len(message) > limit:
-        message = message[:limit].rsplit(" ", 1)[0].rstrip(",.;:") + "…"
-    return f'{kind} "{message}"' if kind and with_type else f'"{message}"'
-
-
-def error_message(fingerprint: str) -> str:
-    """An error fingerprint's message as the fingerprint writes it (numbers as N, bracketed parts as
-    ``[...]``, at most its first clauses), without its type, file paths and frame: what the tracker is
-    searched for (:mod:`.filing`)."""
-    key = fingerprint.rsplit(" @ ", 1)[0] if " @ " in fingerprint else fingerprint
-    _, sep, message = key.partition(": ")
-    message = message if sep else key  # "AssertionError: " has none; a key without a type is all message
-    message = re.sub(r'\s+at\s+"[^"]*"(:N)?', "", message)
-    return re.sub(r'\s+at\s+"[^"]*$', "", message).strip()  # and a path the fingerprint cut short
-
-
-def bucket_fingerprint(bucket: BucketData) -> str:
-    """The bucket's error fingerprint (NOTE [error buckets]), or "" for a value finding."""
-    return _fingerprint(bucket)
-
-
-def _fingerprint(bucket: BucketData) -> str:
-    record = bucket.record or {}
-    if record.get("error"):
-        return str(record["error"])
-    sig = str(bucket.summary.get("signature", ""))
-    return sig.split("|", 1)[1] if sig.startswith(("error|", "torch_bug_error|")) else ""
-
-
-def _is_error(summary: str, fingerprint: str) -> bool:
-    kind, _ = _error_type_and_message(fingerprint)
-    if kind and summary.startswith(f"{kind}:"):
-        return True
-    return bool(re.match(r"[A-Za-z_][\w.]*(Error|Exception)\b: ", summary))
-
-
-def _shows(summary: str, fingerprint: str) -> bool:
-    """Whether a side's printed error is the bucket's error (numbers and file names aside)."""
-    kind, message = _error_type_and_message(fingerprint)
-    head = re.sub(r"\d+", "N", message)[:30]
-    text = re.sub(r'\s+at\s+"[^"]*"(:N)?', "", re.sub(r"\d+", "N", summary))
-    return bool(kind) and text.startswith(f"{kind}: {head}")
-
-
-def raising_sides(bucket: BucketData) -> tuple[bool, bool]:
-    """Which sides raised (A, B), from the verdict or, for a torch-bug error, from what they printed."""
-    verdict = bucket.summary["verdict"]
-    if verdict == "error_functorch_only":
-        return True, False
-    if verdict == "error_reference_only":
-        return False, True
-    if verdict == "different_errors":
-        return True, True
-    record = bucket.record or {}
-    fp = _fingerprint(bucket)
-    return _is_error(str(record.get("functorch", "")), fp), _is_error(str(record.get("reference", "")), fp)
-
-
-def bug_sides(bucket: BucketData) -> tuple[bool, bool]:
-    """Which sides raised the bucket's own error (A, B); both when that cannot be told."""
-    record = bucket.record or {}
-    fp = _fingerprint(bucket)
-    a, b = _shows(str(record.get("functorch", "")), fp), _shows(str(record.get("reference", "")), fp)
-    return (a, b) if a or b else raising_sides(bucket)
-
-
 def plain_forward(bucket: BucketData) -> bool:
     """Whether the bucket's repro is written without the custom Function (NOTE [plain forward])."""
     verification = (bucket.record or {}).get("verification") or {}
@@ -242,7 +159,7 @@ def _title_core(
     ``err``: characters of the error message, and whether to name its type; ``compact``: fewer words."""
     s = Sides(f"`{sides_.a}`", f"`{sides_.b}`", sides_.b_skeleton) if quote else sides_
     verdict = bucket.summary["verdict"]
-    fp = _fingerprint(bucket)
+    fp = bucket_fingerprint(bucket)
     err = short_error(fp, err[0], with_type=err[1]) if fp else "an error"
     if verdict == "value_mismatch":
         return f"{s.a} and {s.b} " + ("disagree" if compact else "return different values"), ""
@@ -331,104 +248,6 @@ def labels(bucket: BucketData, s: Sides | None = None) -> list[str]:
 # ---------------------------------------------------------------------------------------------- Versions
 
 
-class EnvProbe:
-    """``python -m torch.utils.collect_env`` started now, read later: ``affuzz run`` starts it with the
-    campaign, so its ~2.6 s (pip, lscpu, nvidia-smi) run beside the fuzzing instead of after it; the
-    machine and the packages it describes are those the campaign ran on.
-
-    NOTE [background priority]
-    Everything a campaign runs beside its workers takes cores from them: on a 2-core machine this
-    probe's ``import torch`` ran during the workers' own start-up and the first seconds of fuzzing,
-    when a campaign on an old torch finds most of its bugs. So it runs at the lowest priority
-    (niceness :data:`ENV_PROBE_NICENESS`): on idle cores at once, on busy ones after the workers stop
-    (its result is read when the drafts are written, with ``COLLECT_ENV_TIMEOUT`` to finish). The
-    verification fork server runs a little below the workers too (NOTE [verification fork server]).
-    """
-
-    def __init__(self, python: str) -> None:
-        self.python = python
-        self._failed: str | None = None
-        self._text: str | None = None
-        try:
-            self._proc: subprocess.Popen[str] | None = subprocess.Popen(
-                [python, "-m", "torch.utils.collect_env"],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                stdin=subprocess.DEVNULL,
-                text=True,
-                start_new_session=True,  # its children (pip, nvidia-smi) die with it on a timeout
-            )
-            # NOTE [background priority]: it runs on the cores' idle time, not on the workers'
-            with contextlib.suppress(OSError):  # it may have exited already
-                os.setpriority(os.PRIO_PROCESS, self._proc.pid, ENV_PROBE_NICENESS)
-        except OSError as e:
-            self._proc = None
-            self._failed = f"(`{python} -m torch.utils.collect_env` could not be started: {e.strerror or e})"
-
-    def result(self, timeout: float = COLLECT_ENV_TIMEOUT) -> str:
-        """The ``### Versions`` text: its output, or what it printed before it failed or ``timeout`` more
-        seconds passed, and a line saying so."""
-        if self._text is None:
-            self._text = self._failed if self._proc is None else self._wait(self._proc, timeout)
-        return self._text or ""
-
-    def _wait(self, proc: subprocess.Popen[str], timeout: float) -> str:
-        python = self.python
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self._kill(proc)
-            out, err = proc.communicate()
-            return (out or "").rstrip() + (
-                f"\n\n(`{python} -m torch.utils.collect_env` did not finish within {timeout:.0f} s; "
-                "the above is what it printed until then)"
-            )
-        if proc.returncode != 0:
-            last = next((line for line in reversed((err or "").splitlines()) if line.strip()), "")
-            return (out or "").rstrip() + (
-                f"\n\n(`{python} -m torch.utils.collect_env` failed with exit status {proc.returncode}"
-                + (f": {last.strip()}" if last else "")
-                + ")"
-            )
-        return (out or "").rstrip()
-
-    @staticmethod
-    def _kill(proc: subprocess.Popen[str]) -> None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-
-    def close(self) -> None:
-        """Stop it if it is still running (nothing to draft, or the campaign failed)."""
-        if self._proc is not None and self._proc.poll() is None:
-            self._kill(self._proc)
-            self._proc.communicate()
-
-
-def collect_env(python: str, timeout: float = COLLECT_ENV_TIMEOUT) -> str:
-    """The ``### Versions`` text (:class:`EnvProbe`, started and read at once)."""
-    return EnvProbe(python).result(timeout)
-
-
-def _versions_section(env: str, run: RunData) -> str:
-    torch_version = run.numbers.get("torch_version")
-    lines = ["### Versions", "", "```", env.strip("\n"), "```"]
-    m = re.search(r"^PyTorch version: (\S+)", env, re.MULTILINE)
-    if torch_version and (m is None or m.group(1) != torch_version):
-        lines += [
-            "",
-            f"The campaign ran on torch {torch_version}"
-            + (f" (Python {run.numbers['python_version']})" if run.numbers.get("python_version") else "")
-            + ("; the environment above has torch " + m.group(1) if m else "")
-            + ".",
-        ]
-    return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------------------------------- drafts
-
-
 def _block(text: str, lang: str = "") -> list[str]:
     fence = "````" if "```" in text else "```"
     return [f"{fence}{lang}", text.rstrip("\n"), fence]
@@ -488,7 +307,7 @@ def _observed(bucket: BucketData, s: Sides) -> list[str]:
         f"side B, `{s.b}`:",
         *_block(str(record.get("reference", "?"))),
     ]
-    fp = _fingerprint(bucket)
+    fp = bucket_fingerprint(bucket)
     if fp:
         lines += ["", f"The error, with the torch frame that raised it: `{fp}`"]
     return lines
@@ -550,7 +369,7 @@ def draft(bucket: BucketData, run: RunData, env: str, known: tuple[KnownIssue, .
         *_also_seen(bucket),
         *_related(bucket, known),
         "",
-        _versions_section(env, run),
+        versions_section(env, run),
         "",
         LABELS_PREFIX + ", ".join(f"`{label}`" for label in labels(bucket, s)),
         "",

@@ -40,7 +40,8 @@ from typing import Any
 from ..ir.errors import AffuzzError
 from ..ir.features import feature
 from ..ir.files import atomic_write_json, atomic_write_text
-from .drafts import INDEX, ISSUES_DIR, LABELS_PREFIX, TOKEN, bucket_fingerprint, draft_plan, error_message, write_drafts
+from .drafts import INDEX, ISSUES_DIR, LABELS_PREFIX, TOKEN, draft_plan, write_drafts
+from .fingerprints import bucket_fingerprint, error_message
 from .rundata import BucketData, load_run
 from .upstream import DEFAULT_TABLE, KnownIssue, known_issue
 

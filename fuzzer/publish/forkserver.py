@@ -12,7 +12,7 @@ child runs the script as ``__main__`` exactly as ``python repro.py`` would. The 
 therefore that of a fresh interpreter that has imported and used torch, never one that has run
 another case. Hang findings, which need a wall-clock limit on a whole run, still use a plain
 subprocess. The server, and so every child, runs at niceness :data:`VERIFY_NICENESS`, a little below
-the campaign's workers (NOTE [background priority] in :mod:`fuzzer.publish.drafts`): verification
+the campaign's workers (NOTE [background priority] in :mod:`fuzzer.publish.env_probe`): verification
 keeps up on spare core time and yields to the fuzzing when cores are short.
 """
 

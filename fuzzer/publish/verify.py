@@ -151,7 +151,7 @@ def run_repro(
 ) -> dict[str, Any]:
     """Run a repro script in a fresh interpreter (``pythonpath``: where the module it imports lives, for
     ``affuzz check``; ``niceness``: at least this, NOTE [background priority] in
-    :mod:`fuzzer.publish.drafts`); returns exit code, seconds and the output tail."""
+    :mod:`fuzzer.publish.env_probe`); returns exit code, seconds and the output tail."""
     start = time.monotonic()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     if pythonpath is not None:

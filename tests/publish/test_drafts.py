@@ -11,18 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer.publish.drafts import (
-    ENV_PROBE_NICENESS,
-    LABEL_FORWARD_AD,
-    LABEL_SILENT,
-    TITLE_LIMIT,
-    EnvProbe,
-    collect_env,
-    draft,
-    labels,
-    title,
-    write_drafts,
-)
+from fuzzer.publish.drafts import LABEL_FORWARD_AD, LABEL_SILENT, TITLE_LIMIT, draft, labels, title, write_drafts
+from fuzzer.publish.env_probe import ENV_PROBE_NICENESS, EnvProbe, collect_env
 from fuzzer.publish.rundata import BucketData, RunData
 from fuzzer.publish.upstream import KnownIssue, known_issue
 

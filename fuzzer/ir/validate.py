@@ -36,6 +36,7 @@ from .case import (
     VMAP_RULES,
     Case,
     CaseError,
+    FunctionDef,
     ref_kind,
 )
 from .dataflow import missing_values, value_provided_by_saved
@@ -59,6 +60,14 @@ def _one_of(value: Any, allowed: Iterable[str], where: str, what: str) -> None:
 def validate(case: Case) -> Case:
     """Check every invariant in the module docstring; return ``case`` or raise :class:`CaseError`."""
     fn = case.function
+    base = tuple(case.inputs.shape)
+    for check in _SECTIONS:
+        check(case, fn, base)
+    return case
+
+
+def _check_nodes(case: Case, fn: FunctionDef, base: tuple[int, ...]) -> None:
+    """The Function's nodes: ops, arguments defined before use, exponents, scalars."""
     require(
         isinstance(fn.n_inputs, int) and 1 <= fn.n_inputs <= MAX_INPUTS,
         "function.n_inputs",
@@ -93,13 +102,16 @@ def validate(case: Case) -> Case:
                 f"{w}.scalar",
                 "must index function.scalars",
             )
+
+
+def _check_outputs(case: Case, fn: FunctionDef, base: tuple[int, ...]) -> None:
+    """The Function's outputs: kinds, references, views."""
     require(
         1 <= len(fn.outputs) <= MAX_OUTPUTS,
         "function.outputs",
         f"must have 1..{MAX_OUTPUTS} outputs",
     )
     node_outputs = {o.ref for o in fn.outputs if o.kind == "node"}
-    base = tuple(case.inputs.shape)
     for j, o in enumerate(fn.outputs):
         w = f"function.outputs[{j}]"
         _one_of(o.kind, OUTPUT_KINDS, f"{w}.kind", "output kind")
@@ -131,6 +143,10 @@ def validate(case: Case) -> Case:
                 raise CaseError(f"{w}.view: {e}") from None
         if o.kind != "view":
             require(o.view is None, f"{w}.view", f"a {o.kind} output has no view")
+
+
+def _check_rules(case: Case, fn: FunctionDef, base: tuple[int, ...]) -> None:
+    """The rest of the Function: saved tensors, dropped gradients, style and rules, mark_dirty, scalars, flags, non-differentiable outputs, what ctx keeps, what backward needs."""
     for r in fn.saved:
         kind, idx = _ref(r, "function.saved")
         limit = {"x": fn.n_inputs, "t": len(fn.nodes), "o": len(fn.outputs)}[kind]
@@ -214,6 +230,9 @@ def validate(case: Case) -> Case:
         f"backward needs {', '.join(missing)} but it is not saved (save it, or an output aliasing it)",
     )
 
+
+def _check_f(case: Case, fn: FunctionDef, base: tuple[int, ...]) -> None:
+    """``f``: the outputs it uses, how it combines them, what it modifies in place."""
     require(
         len(case.f.uses) >= 1 and len(set(case.f.uses)) == len(case.f.uses),
         "f.uses",
@@ -240,6 +259,9 @@ def validate(case: Case) -> Case:
             "'add' needs all used outputs to have one shape",
         )
 
+
+def _check_inputs(case: Case, fn: FunctionDef, base: tuple[int, ...]) -> None:
+    """The inputs: dtype, shape, one entry per input."""
     inp = case.inputs
     _one_of(inp.dtype, DTYPES, "inputs.dtype", "dtype")
     require(
@@ -253,6 +275,9 @@ def validate(case: Case) -> Case:
         f"needs one entry per input ({fn.n_inputs})",
     )
 
+
+def _check_transforms(case: Case, fn: FunctionDef, base: tuple[int, ...]) -> None:
+    """The stack: names, the outermost-only levels, vmap's dims, argnums, at most one forward-mode level, vmap dims within the shapes they see."""
     require(
         1 <= len(case.transforms) <= MAX_DEPTH,
         "transforms",
@@ -326,6 +351,11 @@ def validate(case: Case) -> Case:
             f"{w}.out_dims",
             f"dim {t.out_dims} out of range for output shape {outs[level]}",
         )
+
+
+def _check_input_values(case: Case, fn: FunctionDef, base: tuple[int, ...]) -> None:
+    """The input values: as many as the shapes need, finite."""
+    inp = case.inputs
     for i, (vals, shape) in enumerate(zip(inp.values, input_shapes(case), strict=True)):
         n = numel(shape)
         require(len(vals) == n, f"inputs.values[{i}]", f"has {len(vals)} values, shape {shape} needs {n}")
@@ -334,6 +364,10 @@ def validate(case: Case) -> Case:
             f"inputs.values[{i}]",
             "values must be finite numbers",
         )
+
+
+def _check_inplace_nodes(case: Case, fn: FunctionDef, base: tuple[int, ...]) -> None:
+    """NOTE [in-place forward]: an in-place node modifies an intermediate nothing else reads."""
     reads = [a for n in fn.nodes for a in n.args] + [o.ref for o in fn.outputs] + list(fn.saved)
     for k, node in enumerate(fn.nodes):  # NOTE [in-place forward]
         require(isinstance(node.inplace, bool), f"function.nodes[{k}].inplace", "must be true or false")
@@ -346,6 +380,10 @@ def validate(case: Case) -> Case:
             w,
             f"its first argument {first} must be an intermediate that nothing else reads, returns or saves",
         )
+
+
+def _check_apply_args(case: Case, fn: FunctionDef, base: tuple[int, ...]) -> None:
+    """NOTE [aliased inputs]: the tensors ``f`` passes to ``apply``."""
     args = case.f.apply_args  # NOTE [aliased inputs]
     if args:
         require(
@@ -354,12 +392,31 @@ def validate(case: Case) -> Case:
             f"must name an input of f (0..{fn.n_inputs - 1}) for each of the {fn.n_inputs} tensor arguments",
         )
         require(not fn.dirty, "f.apply_args", "a Function that modifies an input in place gets each input once")
+
+
+def _check_compile(case: Case, fn: FunctionDef, base: tuple[int, ...]) -> None:
+    """NOTE [compiled mode]: the compile configuration."""
     if case.compile is not None:  # NOTE [compiled mode]
         c = case.compile
         _one_of(c.backend, COMPILE_BACKENDS, "compile.backend", "backend")
         _one_of(c.placement, COMPILE_PLACEMENTS, "compile.placement", "placement")
         require(isinstance(c.fullgraph, bool), "compile.fullgraph", "must be true or false")
-    return case
+
+
+#: validate()'s sections in the order they run: the first invariant broken is the one reported, and a later
+#: section may rely on an earlier one (the shape checks of the stack need valid outputs and levels).
+_SECTIONS = (
+    _check_nodes,
+    _check_outputs,
+    _check_rules,
+    _check_f,
+    _check_inputs,
+    _check_transforms,
+    _check_input_values,
+    _check_inplace_nodes,
+    _check_apply_args,
+    _check_compile,
+)
 
 
 def _ref(r: Any, where: str) -> tuple[str, int]:

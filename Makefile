@@ -14,12 +14,13 @@ BENCH_DURATION ?= 120
 LONG_DURATION ?= 1800
 OLD_TORCH_PY := .venvs/torch-2.0.1/bin/python
 
-.PHONY: setup fuzz test lint bench bench-long torch-venv clean help
+.PHONY: setup fuzz test test-unit test-torch test-campaign test-shrink lint bench bench-long torch-venv clean help
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make fuzz                 set up .venv if needed, run a $(DURATION) s campaign (+ up to $(GRACE) s of shrinking), print its summary ($(OUT)/)"
 	@echo "make test                 set up .venv if needed, run the test suite"
+	@echo "make test-unit            one tier of it: the torch-free tests (seconds); also test-torch, test-campaign, test-shrink"
 	@echo "make lint                 ruff check + format check + import-linter layer contracts (pyproject.toml)"
 	@echo "make bench                campaign throughput: steady cases/s with compiled cases on and off, the fuzz loop over bare"
 	@echo "                          torch (compiled and torch.func cases apart), 2-worker speed-up, RSS, a phase profile; then"
@@ -43,6 +44,11 @@ fuzz: setup
 
 test: setup
 	$(BIN)/python -m pytest -q
+
+# one tier of make test (TIERS in tests/conftest.py): test-unit (torch-free, seconds), test-torch,
+# test-campaign, test-shrink
+test-unit test-torch test-campaign test-shrink: setup
+	$(BIN)/python -m pytest -q -m $(@:test-%=%)
 
 lint: setup
 	$(BIN)/ruff check fuzzer strategies tests bench

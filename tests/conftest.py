@@ -37,6 +37,57 @@ def _quiet_at_exit() -> None:
 atexit.register(_quiet_at_exit)
 
 
+#: Test tiers, by path under tests/ (a folder or a file; the longest match wins): ``unit`` never imports
+#: torch (the IR, strategies, generation, layout: the inner loop's ``make test-unit``, seconds), ``torch``
+#: runs cases on real torch, ``campaign`` runs campaigns and the CLI, ``shrink`` pins what the shrinker
+#: finds. ``make test`` runs them all; a test file in no tier is a collection error.
+TIERS = {
+    "ir": "unit",
+    "strategies": "unit",
+    "test_layout.py": "unit",
+    "codegen": "torch",
+    "judge": "torch",
+    "publish": "torch",
+    "history": "torch",
+    "check": "torch",
+    "triage/test_buckets.py": "torch",
+    "triage/test_shrink.py": "shrink",
+    "campaign": "campaign",
+    "cli": "campaign",
+    "test_readme_example.py": "campaign",
+}
+
+
+def tier_of(path: Path) -> str:
+    """The tier of the test file at ``path`` (:data:`TIERS`); a file in none raises."""
+    rel = path.resolve().relative_to(ROOT / "tests").as_posix()
+    matches = [k for k in TIERS if rel == k or rel.startswith(k + "/")]
+    if not matches:
+        raise pytest.UsageError(f"{rel}: in no test tier; add it to TIERS in tests/conftest.py")
+    return TIERS[max(matches, key=len)]
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """With ``-m <tier>`` alone, the other tiers' files are not even imported (so ``-m unit`` never imports
+    torch through another tier's module)."""
+    tier = config.option.markexpr
+    if tier in set(TIERS.values()) and collection_path.is_file() and collection_path.name.startswith("test_"):
+        return tier_of(collection_path) != tier or None
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(getattr(pytest.mark, tier_of(Path(str(item.fspath)))))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The ``unit`` tier promises no torch: running it alone checks that promise."""
+    if session.config.option.markexpr == "unit" and "torch" in sys.modules and exitstatus == 0:
+        session.exitstatus = 1
+        print("\nthe unit tier imported torch: a test of it is not torch-free (tests/conftest.py TIERS)")
+
+
 @pytest.fixture
 def seed_case() -> Case:
     return load(str(DATA / "seed_case.json"))

@@ -11,34 +11,10 @@ import re
 from ..ir.case import Case, Compile, Transform
 from ..ir.oracles import COMPILED, MAIN, reference_case
 from ..ir.shapes import in_dims_of, level_input_shapes, level_output_shapes, needs_sum
+from ..ir.transforms import TRANSFORM_KINDS, transform_kind
 
-#: functorch-mode spelling of each level (None: the name itself, from torch.func).
-_FUNCTORCH_NAMES = {"jvp": "jvp_ones", "vjp": "vjp_ones", "linearize": "linearize_ones"}
-#: create_graph-mode twin of each level (NOTE [mode equivalence] in fuzzer/codegen/repro_lib.py).
-_TWINS = {
-    "grad": "autograd_grad",
-    "vjp": "autograd_grad",
-    "jacrev": "jacrev_loop",
-    "hessian": "jacrev_loop",
-    "jacfwd": "jacfwd_dual",
-    "jvp": "jvp_dual",
-    "linearize": "jvp_dual",
-    "vmap": "vmap_loop",
-    "autograd_grad": "autograd_grad",
-}
-#: finite-difference twin of each level, for triage (fuzzer/codegen/repro_fd.py).
-_FD_TWINS = {
-    "grad": "fd_grad",
-    "vjp": "fd_vjp",
-    "autograd_grad": "fd_vjp",
-    "jacrev": "fd_jac",
-    "jacfwd": "fd_jac",
-    "hessian": "fd_hessian",
-    "jvp": "fd_jvp",
-    "linearize": "fd_jvp",
-    "vmap": "vmap_loop",
-}
-_TORCH_FUNC = ("grad", "vmap", "jacrev", "jacfwd", "hessian")
+#: Levels called as ``torch.func.<name>`` (NOTE [transform table] in :mod:`fuzzer.ir.transforms`).
+_TORCH_FUNC = tuple(k.name for k in TRANSFORM_KINDS if k.torch_func)
 HELPER_ORDER = (
     "summed",
     "autograd_grad",
@@ -105,10 +81,10 @@ def compose_stack(
             name = "vmap_loop"
             expr = f"{name}({expr}{arg})"
         elif mode == "fd":
-            name = _FD_TWINS[t.name]
+            name = transform_kind(t.name).fd_twin
             expr = f"{name}({expr}{arg})"
         elif mode in ("functorch", "functorch_loop") or t.name == "autograd_grad":
-            name = _FUNCTORCH_NAMES.get(t.name, t.name)
+            name = transform_kind(t.name).functorch_call
             if name == "autograd_grad" and isinstance(t.argnums, tuple):
                 name = "autograd_grads"
             expr = f"{name}({expr}{arg})"
@@ -118,7 +94,7 @@ def compose_stack(
             for _ in range(2 if t.name == "hessian" else 1):
                 expr = f"{name}({expr}{arg}{cg})"
         else:
-            name = _TWINS[t.name]
+            name = transform_kind(t.name).create_graph_twin
             if t.name == "hessian":
                 expr = f"{name}({name}({expr}{arg}){arg})"
             elif name == "autograd_grad":

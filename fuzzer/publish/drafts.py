@@ -26,6 +26,7 @@ from ..ir.features import feature
 from ..ir.files import atomic_write_text
 from ..ir.oracles import COMPILED, MAIN, alternate_stack
 from ..ir.serde import case_from_json
+from ..ir.transforms import transform_kind
 from ..ir.validity import RULES
 from .env_probe import EnvProbe, versions_section
 from .fingerprints import bucket_fingerprint, bug_sides, raising_sides, short_error
@@ -48,21 +49,6 @@ LABEL_SILENT = "module: correctness (silent)"
 #: NOTE [compiled mode]: a compiled finding's labels follow the smallest backend that shows it.
 LABEL_PT2 = "oncall: pt2"
 LABELS_BACKEND = {"eager": "module: dynamo", "aot_eager": "module: aotdispatch", "inductor": "module: inductor"}
-
-_REVERSE_TWIN = ("autograd.grad(create_graph=True)", "autograd.grad")
-_FORWARD_TWIN = ("autograd.forward_ad", "forward_ad")
-_LOOP_TWIN = ("a Python loop", "a loop for vmap")
-#: NOTE [mode equivalence] in fuzzer/codegen/repro_lib.py, by kind: (alone, in a list).
-TWINS = {
-    "grad": _REVERSE_TWIN,
-    "vjp": _REVERSE_TWIN,
-    "jacrev": _REVERSE_TWIN,
-    "hessian": _REVERSE_TWIN,
-    "jacfwd": _FORWARD_TWIN,
-    "jvp": _FORWARD_TWIN,
-    "linearize": _FORWARD_TWIN,
-    "vmap": _LOOP_TWIN,
-}
 
 #: What side B computes, per oracle (NOTE [oracles] in fuzzer/ir/oracles.py).
 ORACLE_TEXT = {
@@ -119,10 +105,9 @@ def sides(bucket: BucketData) -> Sides:
     oracle = bucket.summary["oracle"]
     a = stack_expr(skeleton)
     if oracle == MAIN:
-        twins = list(dict.fromkeys(TWINS[t] for t in skeleton if t in TWINS))
-        if not twins:
-            b = _REVERSE_TWIN[0]
-        elif len(twins) == 1:
+        words = (transform_kind(t).twin_words for t in skeleton)  # NOTE [transform table]
+        twins = list(dict.fromkeys(w for w in words if w is not None)) or [transform_kind("grad").twin_words]
+        if len(twins) == 1:  # (a stack of autograd_grad alone: reverse mode's words)
             b = twins[0][0]
         else:
             b = f"plain autograd ({', '.join(t[1] for t in twins)})"

@@ -23,9 +23,6 @@ from .ablate import drop_outputs, repaired, without
 
 #: A rank per op: lower is simpler to read in a repro (``x ** 2`` before ``torch.exp(x)``).
 OP_RANK = {"pow": 0, "mul": 1, "add": 2, "scale": 3, "shift": 4, "sin": 5, "exp": 6, "round": 7}
-#: Transform replacements that keep what a level computes in kind (reverse stays reverse, forward stays
-#: forward); a replacement that changes the bug is rejected by the shrinker's check anyway.
-SIMPLER_TRANSFORM = {"vjp": "grad", "jacrev": "grad", "hessian": "jacrev", "linearize": "jvp", "jacfwd": "jvp"}
 
 
 def _value_cost(v: float) -> int:
@@ -122,8 +119,9 @@ def _drop_levels(case: Case) -> Iterator[Case | None]:
 def _simpler_levels(case: Case) -> Iterator[Case | None]:
     t = case.transforms
     for i, level in enumerate(t):
-        if level.name in SIMPLER_TRANSFORM:
-            yield _with_transforms(case, t[:i] + (replace(level, name=SIMPLER_TRANSFORM[level.name]),) + t[i + 1 :])
+        simpler = transform_kind(level.name).simpler  # NOTE [transform table]: reverse stays reverse, forward forward
+        if simpler is not None:
+            yield _with_transforms(case, t[:i] + (replace(level, name=simpler),) + t[i + 1 :])
         if level.name == "vmap":
             if level.batch_size > 1:
                 yield _with_transforms(case, t[:i] + (replace(level, batch_size=1),) + t[i + 1 :])

@@ -8,7 +8,6 @@ from fuzzer.ir.case import FORWARD_MODE_TRANSFORMS, FUNCTORCH_TRANSFORMS, OUTER_
 from fuzzer.ir.shapes import transform_output_shape
 from fuzzer.ir.transforms import TRANSFORM_KINDS, transform_kind
 from fuzzer.ir.validity import stack_sides
-from fuzzer.triage.reduce import SIMPLER_TRANSFORM
 
 
 def test_the_table_is_the_vocabulary_in_the_swarms_order() -> None:
@@ -28,7 +27,9 @@ def test_a_derivative_level_adds_its_order_to_the_path() -> None:
 
 
 def test_a_simpler_transform_ranks_lower_and_computes_the_same_kind() -> None:
-    for name, simpler in SIMPLER_TRANSFORM.items():
+    pairs = {k.name: k.simpler for k in TRANSFORM_KINDS if k.simpler}
+    assert pairs == {"jacrev": "grad", "jacfwd": "jvp", "vjp": "grad", "hessian": "jacrev", "linearize": "jvp"}
+    for name, simpler in pairs.items():
         k, s = transform_kind(name), transform_kind(simpler)
         assert s.shrink_rank < k.shrink_rank, (name, simpler)
         assert s.derivative_path()[:1] == k.derivative_path()[:1], (name, simpler)  # the innermost direction stays
@@ -57,3 +58,10 @@ def test_an_unknown_transform_raises_everywhere_instead_of_passing_for_another()
         transform_output_shape(Transform("jacobian"), (2,), [(2,)])
     with pytest.raises(KeyError, match="unknown transform"):
         stack_sides((Transform("jacobian"),), "functorch_vs_create_graph", None)
+
+
+def test_every_transform_has_its_twins_and_words() -> None:
+    for k in TRANSFORM_KINDS:
+        assert k.functorch_call and k.create_graph_twin and k.fd_twin, k
+        assert (k.twin_words is None) == (not k.functorch), k  # the plain autograd level is its own twin
+    assert [k.name for k in TRANSFORM_KINDS if k.torch_func] == ["grad", "vmap", "jacrev", "jacfwd", "hessian"]

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import AffuzzError
+from .ops import OP_KINDS
 from .transforms import TRANSFORM_KINDS
 
 SCHEMA_VERSION = 4
@@ -38,11 +39,11 @@ SCHEMA_VERSION = 4
 #: ``compile`` (NOTE [compiled mode]); a case without it is written as before.
 READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)
 
-#: Elementwise forward ops: name -> arity.
-OPS: dict[str, int] = {"pow": 1, "mul": 2, "add": 2, "sin": 1, "exp": 1, "scale": 1, "shift": 1, "round": 1}
+#: Elementwise forward ops: name -> arity (NOTE [op table] in :mod:`fuzzer.ir.ops`: one row each).
+OPS: dict[str, int] = {k.name: k.arity for k in OP_KINDS}
 #: NOTE [custom gradients]: ``round`` is a straight-through estimator: forward rounds, the Function's rules
 #: pass the gradient (and the tangent) through unchanged, as users write quantization.
-STRAIGHT_THROUGH_OPS = ("round",)
+STRAIGHT_THROUGH_OPS = tuple(k.name for k in OP_KINDS if k.straight_through)
 # NOTE [custom gradients]
 # Users write Functions whose backward is deliberately *not* the derivative of forward: a
 # straight-through estimator (round forward, identity backward: the op ``round``), a scaled, reversed or
@@ -61,14 +62,13 @@ GRAD_RULES = ("exact", "scaled", "reversed", "blocked", "clipped")
 # t0.mul_(x1)``), which must be an intermediate that nothing else reads, returns or saves: the values are
 # those of the out-of-place op, and backward, jvp and setup_context recompute out of place. What a
 # compiler's functionalization must get right (the tracker has silent-correctness reports of it).
-INPLACE_OPS = {"pow": "pow_", "mul": "mul_", "add": "add_", "sin": "sin_", "exp": "exp_", "scale": "mul_"}
-INPLACE_OPS |= {"shift": "add_", "round": "round_"}
+INPLACE_OPS = {k.name: k.inplace for k in OP_KINDS}
 # NOTE [aliased inputs]
 # ``f`` may pass one of its inputs to two tensor arguments of ``apply`` (``Fn.apply(x0, x0)``): the same
 # tensor twice, whose gradient autograd sums over both arguments (FDef.apply_args). The input whose place
 # it takes is then unused by ``f`` (its derivative is zero everywhere).
 #: Ops that read a non-tensor (Python float) input of the Function: ``a * s`` and ``a + s``.
-SCALAR_OPS = ("scale", "shift")
+SCALAR_OPS = tuple(k.name for k in OP_KINDS if k.scalar)
 MAX_SCALARS = 2
 POW_EXPONENTS = (2, 3)
 VIEW_OPS = (

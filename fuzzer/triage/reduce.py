@@ -16,13 +16,11 @@ from dataclasses import replace
 from ..ir.case import COMPILE_BACKENDS, COMPILE_PLACEMENTS, Case, CaseError, FunctionDef, Node, Output, Transform
 from ..ir.dataflow import repair_vmap_dims
 from ..ir.features import features
+from ..ir.ops import op_kind
 from ..ir.shapes import input_shapes, numel
 from ..ir.transforms import transform_kind
 from ..ir.validate import validate
 from .ablate import drop_outputs, repaired, without
-
-#: A rank per op: lower is simpler to read in a repro (``x ** 2`` before ``torch.exp(x)``).
-OP_RANK = {"pow": 0, "mul": 1, "add": 2, "scale": 3, "shift": 4, "sin": 5, "exp": 6, "round": 7}
 
 
 def _value_cost(v: float) -> int:
@@ -59,7 +57,7 @@ def size(case: Case) -> tuple[int, ...]:
         sum(x.batch_size for x in t),
         sum(transform_kind(x.name).shrink_rank for x in t),  # NOTE [transform table]
         compile_rank(case),
-        sum(OP_RANK[n.op] + (n.exponent - 2 if n.op == "pow" else 0) for n in fn.nodes),
+        sum(op_kind(n.op).shrink_rank + (n.exponent - 2 if n.op == "pow" else 0) for n in fn.nodes),  # NOTE [op table]
         sum(1 for x in t if x.argnums not in (0, ()) or x.out_dims or any(d != 0 for d in x.in_dims)),
         int(case.inputs.dtype != "float64") + int(case.f.combine == "sum") + len(case.f.inplace) + len(case.f.uses),
         int(fn.vmap_rule != "none"),
@@ -227,12 +225,12 @@ def _simpler_ops(case: Case) -> Iterator[Case | None]:
         options: list[Node] = []
         if node.op == "pow" and node.exponent > 2:
             options.append(replace(node, exponent=2))
-        if OP_RANK[node.op] > 0:
+        if op_kind(node.op).shrink_rank > 0:
             options.append(Node("pow", (node.args[0],), exponent=2))
         if node.op in ("sin", "exp", "add", "scale", "shift", "round"):
             options.append(Node("mul", (node.args[0], node.args[0])))
         for new in options:
-            if OP_RANK[new.op] > OP_RANK[node.op] or new == node:
+            if op_kind(new.op).shrink_rank > op_kind(node.op).shrink_rank or new == node:
                 continue
             nodes = fn.nodes[:k] + (new,) + fn.nodes[k + 1 :]
             yield repaired(replace(case, function=replace(fn, nodes=nodes)))

@@ -13,9 +13,9 @@ with it counted at its *expected* length: the mean of the jobs answered so far, 
 its budget of case runs at the mean seconds of a fuzzed case. The first job thus waits until the
 campaign has run about ``expected / (shrink_share * workers)`` seconds (13 s for 6.5 s jobs, 2 workers,
 1/4), and later ones keep the share on average instead of after the fact. Compiled and torch.func jobs
-are expected apart (a compile per run: 17 s against 4 s, medians of a 10-minute 2.13 run): one mean made
-a single long compiled job hold every job back (a 2-worker run sat 2 minutes with 33 jobs queued and
-none running), and a job of the kind that does not fit lets one of the other kind through. The grace is
+are expected apart (a compiled job pays a compile per run, several times a torch.func job's length):
+one mean for both let a single long compiled job hold every job back while the queue grew, and a job
+of the kind that does not fit now lets one of the other kind through. The grace is
 unaffected: when stopping, every worker shrinks.
 
 NOTE [triage share]

@@ -79,7 +79,7 @@ FEATURE_TAGS: tuple[FeatureTag, ...] = (
     FeatureTag("grad_unused", lambda c: bool(c.function.unused_grads), "ignores an output's gradient"),
     FeatureTag(
         "backward_returns_none",
-        lambda c: returns_none(c),
+        lambda c: returns_none(c),  # defined below
         "returns None from backward",
         derived="None wherever an input reaches no output",
     ),

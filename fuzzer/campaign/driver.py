@@ -306,8 +306,7 @@ class Campaign:
             if rf.quick == triaging or waiting.deaths >= 2:
                 del self.scheduler.untriaged[rf.quick]
                 self.stats.left_untriaged += 1
-                how = "while triaging" if rf.quick == triaging else "the second to die carrying"
-                self.log_internal(f"--- the worker {why} {how} {rf.quick}; that finding is not triaged\n")
+                self.log_internal(f"--- the worker {why} while triaging {rf.quick}; that finding is not triaged\n")
 
     def _crash(
         self, slot: Slot, position: int, why: str, pid: int | None, *, hang: bool, compiled: Compile | None = None

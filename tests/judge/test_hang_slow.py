@@ -22,23 +22,16 @@ def test_timeout_turns_a_case_into_a_hang(planted_case: Case) -> None:
 
 def test_a_timed_out_case_leaves_torch_as_it_found_it(planted_case: Case) -> None:
     """NOTE [interrupted cases]: the timer fires anywhere, also inside torch.no_grad()'s enter or exit;
-    the next case still starts with grad mode on, no dual level and no torch.func level; and no orphaned
-    context manager of an interrupted case pops a level inside a later one (a torch_bug_error verdict)."""
-    import gc
-
+    the next case still starts with grad mode on, no dual level and no torch.func level."""
     import torch
 
     verdicts = []
-    gc.freeze()  # as a worker's heap is (NOTE [frozen heap]): the collection after each timeout stays cheap
-    try:
-        for _ in range(200):  # without the restore, about 1 in 30 of these left grad mode off
-            verdicts.append(run_case(planted_case, timeout=1e-4).verdict)
-            assert torch.is_grad_enabled()
-            assert torch.autograd.forward_ad._current_level == -1
-            assert torch._C._functorch.peek_interpreter_stack() is None
-    finally:
-        gc.unfreeze()
-    assert set(verdicts) <= {"hang", "value_mismatch"} and verdicts.count("hang") >= 100  # a few may finish
+    for _ in range(100):  # without the restore, about 1 in 30 of these left grad mode off
+        verdicts.append(run_case(planted_case, timeout=1e-4).verdict)
+        assert torch.is_grad_enabled()
+        assert torch.autograd.forward_ad._current_level == -1
+        assert torch._C._functorch.peek_interpreter_stack() is None
+    assert set(verdicts) <= {"hang", "value_mismatch"} and verdicts.count("hang") >= 50  # a few may finish
     assert run_case(planted_case).verdict == "value_mismatch"
 
 

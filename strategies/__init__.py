@@ -11,7 +11,7 @@ choices simplest first, so Hypothesis shrinks toward scalar inputs, one output a
 """
 
 from .cases import SHAPES, case_groups, cases, group_entry
-from .compiled import compile_configs
+from .compiled import checkpoint_configs, compile_configs
 from .functions import functions, views
 from .inputs import VALUES, tensor_values
 from .transforms import transform_stacks
@@ -24,6 +24,7 @@ __all__ = [
     "VALUES",
     "autograd_functions",
     "case_groups",
+    "checkpoint_configs",
     "cases",
     "compile_configs",
     "functions",

@@ -16,7 +16,18 @@ from functools import lru_cache
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from fuzzer.ir.case import DTYPES, FUNCTORCH_TRANSFORMS, STYLES, Case, Compile, FDef, FunctionDef, Inputs, Transform
+from fuzzer.ir.case import (
+    DTYPES,
+    FUNCTORCH_TRANSFORMS,
+    STYLES,
+    Case,
+    Checkpoint,
+    Compile,
+    FDef,
+    FunctionDef,
+    Inputs,
+    Transform,
+)
 from fuzzer.ir.dataflow import live_outputs, repair_vmap_dims
 from fuzzer.ir.features import ALL_FEATURES
 from fuzzer.ir.shapes import MAX_MAGNITUDE, forward_bound, input_shapes, numel, output_shapes, reference_cost
@@ -59,12 +70,15 @@ def cases(
     features: Collection[str] | None = None,
     ops: Collection[str] | None = None,
     compiled: st.SearchStrategy[Compile] | None = None,
+    checkpointed: st.SearchStrategy[Checkpoint] | None = None,
 ) -> st.SearchStrategy[Case]:
     """Cases for the differential check. See :func:`strategies.functions` and
     :func:`strategies.transform_stacks` for the parameters passed through; ``features``: the feature tags
     drawn (None: all; NOTE [swarm] in :mod:`fuzzer.gen.swarm`), ``inplace_on_output`` among them;
     ``compiled`` (e.g. :func:`strategies.compile_configs`): each case also runs under torch.compile as
-    drawn from it (the oracle ``compiled_vs_eager``; None: no case does)."""
+    drawn from it (the oracle ``compiled_vs_eager``; None: no case does); ``checkpointed`` (e.g.
+    :func:`strategies.checkpoint_configs`): each case also runs checkpointed as drawn from it (the oracle
+    ``checkpoint_vs_plain``; None: no case does)."""
     groups = case_groups(
         size=1,
         max_inputs=max_inputs,
@@ -82,9 +96,11 @@ def cases(
         ops=ops,
     )
     one = group_entry(groups, 0)
-    if compiled is None:
-        return one
-    return st.tuples(one, compiled).map(lambda pair: replace(pair[0], compile=pair[1]))
+    if compiled is not None:
+        one = st.tuples(one, compiled).map(lambda pair: replace(pair[0], compile=pair[1]))
+    if checkpointed is not None:
+        one = st.tuples(one, checkpointed).map(lambda pair: replace(pair[0], checkpoint=pair[1]))
+    return one
 
 
 def case_groups(

@@ -27,12 +27,12 @@ from __future__ import annotations
 import itertools
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 from ..codegen.check_render import RULE_ORACLES, SECOND_ORDER, render_check, rule_applies, shrunk_target
 from ..ir.case import FORWARD_MODE_TRANSFORMS, Compile, Transform
-from ..ir.oracles import COMPILED, MAIN, alternate, applicable_to
+from ..ir.oracles import COMPILED, alternate, applicable_to, oracle_kind
 from ..ir.shapes import reference_cost
 from ..ir.target import CheckCase, Target, TargetError
 from ..ir.validity import SideInfo, stack_sides
@@ -319,14 +319,17 @@ def _vmaps(stack: tuple[Transform, ...] | None) -> int:
 
 
 def _side_b(stack: tuple[Transform, ...], oracle: str) -> tuple[Transform, ...] | None:
-    """The torch.func levels side B of ``oracle`` runs (MAIN: none; vmap_vs_loop: no vmap)."""
-    if oracle == MAIN:
-        return ()
-    if oracle == "vmap_vs_loop":
-        return tuple(t for t in stack if t.name != "vmap")
-    if oracle == COMPILED:
-        return stack
-    return alternate(stack, oracle)
+    """The torch.func levels side B of ``oracle`` runs (twins: none; loops: no vmap)."""
+    return _SIDE_B_LEVELS[oracle_kind(oracle).side_b](stack, oracle)  # NOTE [oracle table]
+
+
+#: NOTE [oracle table]: the torch.func levels of side B, per recipe ``affuzz check`` runs.
+_SIDE_B_LEVELS: dict[str, Callable[[tuple[Transform, ...], str], tuple[Transform, ...] | None]] = {
+    "twins": lambda stack, oracle: (),
+    "loops": lambda stack, oracle: tuple(t for t in stack if t.name != "vmap"),
+    "alternate": alternate,
+    "compiled": lambda stack, oracle: stack,
+}
 
 
 def _smaller(case: CheckCase) -> Iterator[CheckCase]:

@@ -47,7 +47,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir.case import Transform
-from ..ir.oracles import COMPILED, MAIN, ORACLES, REFERENCE_MODES, alternate
+from ..ir.oracles import COMPILED, ORACLE_KINDS, REFERENCE_MODES, alternate, oracle_kind
 from ..ir.shapes import numel, transform_output_shape
 from ..ir.target import Arg, CheckCase, Target
 from . import parts
@@ -71,7 +71,7 @@ SECOND_ORDER = {
     ("R", "F"): "jvp_of_backward_vs_fd",
     ("F", "R"): "backward_of_jvp_vs_fd",
 }
-TORCH_ORACLES = ORACLES
+TORCH_ORACLES = tuple(k.name for k in ORACLE_KINDS if k.in_check)  # NOTE [oracle table]
 #: What each side of a rule oracle is called in output and repros.
 RULE_SIDES = {
     "backward_vs_fd": ("backward", "finite_differences"),
@@ -226,24 +226,43 @@ def _torch_sides(case: CheckCase, oracle: str) -> tuple[tuple[str, bool], tuple[
     s = sums(t, stack)
     a, names = compose_stack(stack, s, t.n_inputs, "functorch")
     grad_a = any(x.name == "autograd_grad" for x in stack)
-    if oracle == MAIN:
-        b, more = compose_stack(stack, s, t.n_inputs, "create_graph")
-        grad_b = True
-    elif oracle == "vmap_vs_loop":
-        b, more = compose_stack(stack, s, t.n_inputs, "functorch_loop")
-        grad_b = grad_a
-    elif oracle == COMPILED:  # NOTE [compiled mode]: placed around the stack (check_render's NOTE [check oracles])
-        if case.compile is None or case.compile.placement != "around":
-            raise ValueError(f"{COMPILED} in affuzz check compiles around the stack")
-        b, more = compiled_stack(stack, s, t.n_inputs, case.compile)
-        grad_b = grad_a
-    else:
-        alt = alternate(stack, oracle)
-        if alt is None:
-            raise ValueError(f"{oracle} does not apply to this stack")
-        b, more = compose_stack(alt, sums(t, alt), t.n_inputs, "functorch")
-        grad_b = grad_a
-    return (qualified(a), grad_a), (qualified(b), grad_b), names | more
+    kind = oracle_kind(oracle)  # NOTE [oracle table]
+    if not kind.in_check:
+        raise ValueError(f"{oracle} is not an oracle of affuzz check (known: {', '.join(TORCH_ORACLES)})")
+    b, more, grad_b = _CHECK_SIDE_B[kind.side_b](case, oracle, s)
+    return (qualified(a), grad_a), (qualified(b), grad_b if grad_b is not None else grad_a), names | more
+
+
+def _check_twins(case: CheckCase, oracle: str, s: list[bool]) -> tuple[str, set[str], bool | None]:
+    return (*compose_stack(case.transforms, s, case.target.n_inputs, "create_graph"), True)
+
+
+def _check_loops(case: CheckCase, oracle: str, s: list[bool]) -> tuple[str, set[str], bool | None]:
+    return (*compose_stack(case.transforms, s, case.target.n_inputs, "functorch_loop"), None)
+
+
+def _check_alternate(case: CheckCase, oracle: str, s: list[bool]) -> tuple[str, set[str], bool | None]:
+    alt = alternate(case.transforms, oracle)
+    if alt is None:
+        raise ValueError(f"{oracle} does not apply to this stack")
+    return (*compose_stack(alt, sums(case.target, alt), case.target.n_inputs, "functorch"), None)
+
+
+def _check_compiled(case: CheckCase, oracle: str, s: list[bool]) -> tuple[str, set[str], bool | None]:
+    # NOTE [compiled mode]: placed around the stack (check_render's NOTE [check oracles])
+    if case.compile is None or case.compile.placement != "around":
+        raise ValueError(f"{COMPILED} in affuzz check compiles around the stack")
+    return (*compiled_stack(case.transforms, s, case.target.n_inputs, case.compile), None)
+
+
+#: NOTE [oracle table]: side B of each recipe ``affuzz check`` runs (expression, names, whether its inputs
+#: require grad: None, as side A's).
+_CHECK_SIDE_B = {
+    "twins": _check_twins,
+    "loops": _check_loops,
+    "alternate": _check_alternate,
+    "compiled": _check_compiled,
+}
 
 
 def sides_of(case: CheckCase, oracle: str | None = None) -> tuple[tuple[str, bool], tuple[str, bool], set[str]]:

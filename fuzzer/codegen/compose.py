@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from ..ir.case import Case, Compile, Transform
-from ..ir.oracles import COMPILED, MAIN, reference_case
+from ..ir.case import CHECKPOINT_COMPILE, Case, Checkpoint, Compile, Transform
+from ..ir.oracles import oracle_kind, reference_case, side_a_mode
 from ..ir.shapes import in_dims_of, level_input_shapes, level_output_shapes, needs_sum
 from ..ir.transforms import TRANSFORM_KINDS, transform_kind
 
@@ -34,7 +34,21 @@ HELPER_ORDER = (
     "fd_vjp",
     "fd_jvp",
     "fd_hessian",
+    "checkpointed",
+    "selective_checkpointed",
+    "hooked",
+    "hooked_copy",
+    "on_cpu",
+    "compiled_autograd",
 )
+#: NOTE [checkpoint mode]: the helper (fuzzer/codegen/repro_modes.py) that wraps ``f`` for each kind.
+CHECKPOINT_HELPERS = {
+    "hooks": "hooked",
+    "hooks_copy": "hooked_copy",
+    "save_on_cpu": "on_cpu",
+    "checkpoint": "checkpointed",
+    "selective": "selective_checkpointed",
+}
 
 
 def _vmap_args(t: Transform, n_inputs: int) -> str:
@@ -140,13 +154,43 @@ def qualified(expr: str) -> str:
 
 def reference_side(case: Case, oracle: str) -> tuple[str, set[str]]:
     """Side B's composed call expression under ``oracle`` (NOTE [oracles]) and the names it uses."""
-    if oracle == MAIN:
-        return compose(case, "create_graph")
-    if oracle == "vmap_vs_loop":
-        return compose(case, "functorch_loop")
-    if oracle == COMPILED:
-        return compiled_side(case)
-    return compose(reference_case(case, oracle), "functorch")
+    return _SIDE_B[oracle_kind(oracle).side_b](case, oracle)  # NOTE [oracle table]
+
+
+def side_a(case: Case, oracle: str) -> tuple[str, set[str]]:
+    """Side A's composed call expression under ``oracle``: the case's stack under torch.func, or its
+    create_graph twins where a mode wraps the plain-autograd side (:func:`fuzzer.ir.oracles.side_a_mode`)."""
+    return compose(case, side_a_mode(case, oracle))
+
+
+def checkpointed_side(case: Case, oracle: str = "") -> tuple[str, set[str]]:
+    """NOTE [checkpoint mode]: side A's expression with ``f`` wrapped as ``case.checkpoint`` says (and, placed
+    ``compiled``, the wrapped ``f`` under torch.compile)."""
+    c = case.checkpoint
+    if c is None:
+        raise ValueError("checkpoint_vs_plain needs a case with a checkpoint")
+    return checkpointed_stack(case.transforms, needs_sum(case), case.function.n_inputs, c)
+
+
+def checkpointed_stack(stack: tuple[Transform, ...], sums: list[bool], n: int, c: Checkpoint) -> tuple[str, set[str]]:
+    """:func:`checkpointed_side` of a bare stack over ``f``, a function of ``n`` inputs."""
+    helper = CHECKPOINT_HELPERS[c.kind]
+    inner = f"{helper}(f)"
+    if c.placement == "compiled":
+        inner = compile_call(inner, CHECKPOINT_COMPILE)
+    mode = "functorch" if c.placement == "inside" else "create_graph"
+    expr, names = compose_stack(stack, sums, n, mode, inner=inner)
+    return expr, names | {helper}
+
+
+#: NOTE [oracle table]: side B's expression for each recipe.
+_SIDE_B = {
+    "twins": lambda case, oracle: compose(case, "create_graph"),
+    "loops": lambda case, oracle: compose(case, "functorch_loop"),
+    "alternate": lambda case, oracle: compose(reference_case(case, oracle), "functorch"),
+    "compiled": lambda case, oracle: compiled_side(case),
+    "checkpointed": checkpointed_side,
+}
 
 
 def compile_call(expr: str, c: Compile) -> str:
@@ -155,19 +199,13 @@ def compile_call(expr: str, c: Compile) -> str:
     return f"torch.compile({expr}, backend='{c.backend}', fullgraph={c.fullgraph})"
 
 
-def eager_mode(case: Case) -> str:
-    """The mode of ``compiled_vs_eager``'s side A: 'create_graph' where torch.compile goes around ``f``
-    under plain autograd (placement ``plain``), else 'functorch' (NOTE [compiled mode])."""
-    return "create_graph" if case.compile is not None and case.compile.placement == "plain" else "functorch"
-
-
 def compiled_side(case: Case) -> tuple[str, set[str]]:
     """The compiled side of ``compiled_vs_eager``: the eager side's expression with torch.compile placed
     as ``case.compile`` says (NOTE [compiled mode]); an outer plain autograd level stays outside a
     compile placed ``around`` the torch.func stack."""
     c = case.compile
     if c is None:
-        raise ValueError(f"{COMPILED} needs a case with a compile")
+        raise ValueError("compiled_vs_eager needs a case with a compile")
     return compiled_stack(case.transforms, needs_sum(case), case.function.n_inputs, c)
 
 
@@ -175,7 +213,10 @@ def compiled_stack(stack: tuple[Transform, ...], sums: list[bool], n: int, c: Co
     """:func:`compiled_side` of a bare stack over ``f``, a function of ``n`` inputs."""
     if c.placement in ("plain", "inside"):
         mode = "create_graph" if c.placement == "plain" else "functorch"
-        return compose_stack(stack, sums, n, mode, inner=compile_call("f", c))
+        expr, names = compose_stack(stack, sums, n, mode, inner=compile_call("f", c))
+        if c.autograd:  # the backward the plain autograd engine runs, compiled too
+            return f"compiled_autograd({expr}, '{c.backend}')", names | {"compiled_autograd"}
+        return expr, names
     outer = 1 if stack[0].name == "autograd_grad" else 0
     inner, names = compose_stack(stack[outer:], sums[outer:], n, "functorch")
     compiled = compile_call(inner, c)

@@ -46,7 +46,7 @@ def lib_sources(docstrings: bool = True) -> dict[str, str]:
     """Source of every function in repro_lib.py/repro_fd.py, ``# noqa`` comments dropped (and
     docstrings, unless ``docstrings``)."""
     out = {}
-    for name in ("error_key.py", "repro_lib.py", "repro_fd.py"):
+    for name in ("error_key.py", "repro_lib.py", "repro_fd.py", "repro_modes.py"):
         text = Path(__file__).with_name(name).read_text(encoding="utf-8")
         for node in parse(text).body:
             if isinstance(node, ast.FunctionDef):

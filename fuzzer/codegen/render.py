@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from ..ir.case import Case
 from ..ir.features import derivatives_exact
-from ..ir.oracles import COMPILED, MAIN, REFERENCE_MODES
+from ..ir.oracles import COMPILED, MAIN, REFERENCE_MODES, side_a_mode
 from ..ir.shapes import needs_sum, output_shapes
 from .compose import (
     HELPER_ORDER,
     compose,
     compose_stack,
-    eager_mode,
     qualified,
     reference_side,
     scalar_levels,
@@ -149,15 +148,17 @@ def render(
         raise ValueError("also= is for the full style only")
     if expect is not None and style == "full":
         raise ValueError("expect= is for the published styles only")
-    if oracle == COMPILED and also:
-        raise ValueError(f"{COMPILED} comes last in also=, never first (its side A may not be the shared one)")
+    if also and any(side_a_mode(case, o) != "functorch" for o in (oracle,)):
+        raise ValueError(
+            f"{oracle} comes after the main oracle in also=, never first (its side A is not the shared one)"
+        )
     full = style == "full"
     fn = case.function
     base = tuple(case.inputs.shape)
     output_shapes(fn, base)  # raises CaseError early on ill-formed views
     fc_expr, fc_names = compose(case, "functorch")
-    # NOTE [compiled mode]: the compiled oracle's side A is the eager side it compiles
-    a_mode = eager_mode(case) if oracle == COMPILED else "functorch"
+    # NOTE [compiled mode], NOTE [checkpoint mode]: a mode's side A is the side it wraps
+    a_mode = side_a_mode(case, oracle)
     if a_mode != "functorch":
         fc_expr, fc_names = compose(case, a_mode)
     reference_mode = REFERENCE_MODES[oracle]
@@ -275,9 +276,9 @@ def render(
     for o, expr, _ in extra:  # NOTE [one exec per case]
         out += ["", "", f"def {REFERENCE_MODES[o]}_mode({xs}):", f"    return {qualified(expr)}({xs})"]
         defined.add(REFERENCE_MODES[o])
-    # NOTE [compiled mode]: an oracle whose side A is not the shared one (the compiled oracle's eager
-    # side is the create_graph side where torch.compile goes around f under plain autograd)
-    own_a = [o for o, _, _ in extra if o == COMPILED and eager_mode(case) == "create_graph"]
+    # an oracle whose side A is not the shared one (a mode that wraps the plain-autograd side: the compiled
+    # oracle's eager side where torch.compile goes around f under plain autograd; the checkpoint oracle's)
+    own_a = [o for o, _, _ in extra if side_a_mode(case, o) == "create_graph"]
     if own_a and "create_graph" not in defined:
         cg_only, _ = compose(case, "create_graph")
         out += ["", "", f"def create_graph_mode({xs}):", f"    return {qualified(cg_only)}({xs})"]

@@ -18,8 +18,10 @@ How it runs compiled is named by the campaign seed, the slot and the position, l
 (NOTE [worker streams]): ``random.Random(f"{seed}/{slot}/compile/{k}")`` draws the backend (``eager``
 and ``aot_eager`` 9 times in 20 each, ``inductor`` 2 in 20, and never before the campaign's first
 :data:`INDUCTOR_AFTER` seconds, where its C++ toolchain warm-up would eat the first minute), fullgraph
-(1 in 2) and placement (1 in 3 each). So a finding's case carries the ``compile`` it ran with, and the
-shrinker walks it toward the simplest (NOTE [compiled mode]).
+(1 in 2) and placement (1 in 3 each), and, with the mode ``compiled_autograd`` on (NOTE [modes] in
+:mod:`fuzzer.gen.modes`), compiled autograd for half of the compiles placed ``plain`` (drawn last, so the
+other choices are the same with the mode on or off). So a finding's case carries the ``compile`` it ran
+with, and the shrinker walks it toward the simplest (NOTE [compiled mode]).
 """
 
 from __future__ import annotations
@@ -37,23 +39,28 @@ INDUCTOR_AFTER = 60.0
 DEFAULT_SHARE = 0.15
 
 
-def compile_at(seed: int, slot: int, k: int, *, inductor: bool = True) -> Compile:
+def compile_at(seed: int, slot: int, k: int, *, inductor: bool = True, autograd: bool = False) -> Compile:
     """How case ``k`` of slot ``slot`` runs compiled (NOTE [compile share]); ``inductor=False``: never
-    Inductor (``aot_eager`` in its place)."""
+    Inductor (``aot_eager`` in its place); ``autograd``: compiled autograd may be drawn."""
     rng = random.Random(f"{seed}/{slot}/compile/{k}")
     roll = rng.random()
     backend = "eager" if roll < 0.45 else "aot_eager" if roll < 0.9 or not inductor else "inductor"
     fullgraph = rng.random() < 0.5
-    return Compile(backend, fullgraph, COMPILE_PLACEMENTS[rng.randrange(len(COMPILE_PLACEMENTS))])
+    placement = COMPILE_PLACEMENTS[rng.randrange(len(COMPILE_PLACEMENTS))]
+    with_autograd = autograd and placement == "plain" and rng.random() < 0.5
+    return Compile(backend, fullgraph, placement, autograd=with_autograd)
 
 
 class CompileShare:
     """NOTE [compile share]: decides, case by case, which cases of one worker's stream run compiled."""
 
-    def __init__(self, seed: int, slot: int, share: float, *, by: str = "time", elapsed: float = 0.0) -> None:
+    def __init__(
+        self, seed: int, slot: int, share: float, *, by: str = "time", elapsed: float = 0.0, autograd: bool = False
+    ) -> None:
         if not 0.0 <= share < 1.0:
             raise ValueError(f"share must be in [0, 1), not {share!r}")
         self.seed, self.slot, self.share, self.by = seed, slot, share, by
+        self.autograd = autograd  # the mode compiled_autograd is on (NOTE [modes])
         self.elapsed = elapsed  # campaign seconds before this worker started (resume, restarts)
         self.compiled_seconds = 0.0  # what running cases compiled cost, all of it (NOTE [worker time])
         self.loop_seconds = 0.0  # of the whole fuzz loop (every case's iteration, triage apart)
@@ -69,7 +76,7 @@ class CompileShare:
         elif self.compiled_seconds > self.share * self.loop_seconds:
             return case
         inductor = campaign_seconds >= INDUCTOR_AFTER
-        return replace(case, compile=compile_at(self.seed, self.slot, k, inductor=inductor))
+        return replace(case, compile=compile_at(self.seed, self.slot, k, inductor=inductor, autograd=self.autograd))
 
     def record(self, loop_seconds: float, compiled_seconds: float) -> None:
         """After a case: the seconds of its fuzz-loop iteration, and of them what running it compiled cost

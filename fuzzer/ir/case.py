@@ -31,13 +31,14 @@ from .errors import AffuzzError
 from .ops import OP_KINDS
 from .transforms import TRANSFORM_KINDS
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: Versions :func:`case_from_json` reads. Version 1 lacks the fields version 2 added, all of which have
 #: defaults that mean "not used", so a v1 case loads unchanged. Version 3 adds ``jvp_alias``: a case of
 #: version <= 2 whose jvp rule returns an input's tangent for a shift node was rendered that way, so it
 #: loads with ``jvp_alias`` set (its repro and verdicts unchanged). Version 4 adds the optional
-#: ``compile`` (NOTE [compiled mode]); a case without it is written as before.
-READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)
+#: ``compile`` (NOTE [compiled mode]); version 5 the optional ``checkpoint`` (NOTE [checkpoint mode]) and
+#: ``compile.autograd``. A case without them is written as before.
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5)
 
 #: Elementwise forward ops: name -> arity (NOTE [op table] in :mod:`fuzzer.ir.ops`: one row each).
 OPS: dict[str, int] = {k.name: k.arity for k in OP_KINDS}
@@ -114,6 +115,29 @@ NON_TENSOR_OUTPUT = 2
 # maintainer does first. ``fullgraph=True`` (one graph, no graph-break machinery) is the simpler one.
 COMPILE_BACKENDS = ("eager", "aot_eager", "inductor")
 COMPILE_PLACEMENTS = ("plain", "inside", "around")
+# ``Compile.autograd``: the compiled side also runs its backward under compiled autograd (the autograd
+# engine's graph traced and compiled with the same backend: ``torch._dynamo.compiled_autograd``), which
+# only the plain autograd engine uses: with placement ``plain`` only.
+# NOTE [checkpoint mode]
+# A case may also run with ``f`` under activation checkpointing or saved-tensor hooks (``Case.checkpoint``):
+# the oracle ``checkpoint_vs_plain`` compares a side with the same side where ``f`` runs under
+# ``torch.utils.checkpoint.checkpoint(f, ..., use_reentrant=False)`` (``checkpoint``), the same with a
+# selective-checkpoint policy that saves the results of multiplications (``selective``), under
+# ``torch.autograd.graph.saved_tensors_hooks`` with identity hooks (``hooks``) or with hooks that pack a
+# copy (``hooks_copy``), or under ``torch.autograd.graph.save_on_cpu()`` (``save_on_cpu``). Each changes
+# only how what backward needs is kept (recomputed, copied, moved), never what it computes: the docs of
+# each say the gradients are those of the plain run, so the comparison is valid for every Function (the
+# same rules at every order, like the compiled oracle). ``placement``: ``plain``, the create_graph side
+# (plain autograd, where checkpointing is used); ``inside``, ``f`` wrapped inside the torch.func stack
+# (torch.func refuses saved-tensor hooks under its reverse-mode transforms, a documented limitation;
+# forward-mode transforms and vmap run them); ``compiled``, the plain side with ``torch.compile``
+# (backend ``aot_eager``) around the checkpointed ``f``. Kinds are ordered simplest first, the order the
+# shrinker walks. The reentrant variant is not drawn: the create_graph side calls ``torch.autograd.grad``,
+# which reentrant checkpointing documents it does not support.
+CHECKPOINT_KINDS = ("hooks", "hooks_copy", "save_on_cpu", "checkpoint", "selective")
+CHECKPOINT_PLACEMENTS = ("plain", "inside", "compiled")
+#: Kinds that recompute ``f``'s forward during backward (the others keep what was saved).
+RECOMPUTING_KINDS = ("checkpoint", "selective")
 
 MAX_INPUTS = 3
 MAX_OUTPUTS = 3
@@ -241,6 +265,19 @@ class Compile:
     backend: str = "eager"
     fullgraph: bool = True
     placement: str = "around"
+    autograd: bool = False  # compiled autograd too (placement ``plain`` only)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """How side B of ``checkpoint_vs_plain`` keeps what backward needs (NOTE [checkpoint mode])."""
+
+    kind: str = "hooks"
+    placement: str = "plain"
+
+
+#: The compile a checkpoint placed ``compiled`` runs under (NOTE [checkpoint mode]).
+CHECKPOINT_COMPILE = Compile(backend="aot_eager", fullgraph=False, placement="plain")
 
 
 @dataclass(frozen=True)
@@ -251,6 +288,7 @@ class Case:
     transforms: tuple[Transform, ...]  # outermost first
     meta: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
     compile: Compile | None = None  # NOTE [compiled mode]: None, the case does not run compiled
+    checkpoint: Checkpoint | None = None  # NOTE [checkpoint mode]: None, the case does not run checkpointed
 
 
 # ------------------------------------------------------------------------------------ helpers

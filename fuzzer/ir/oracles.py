@@ -20,31 +20,131 @@ compute the same mathematics another way:
                                 fuzzer/ir/case.py); its side A is the eager side it compiles: the
                                 case's stack under torch.func, or, where torch.compile goes around f
                                 under plain autograd (placement ``plain``), the create_graph side
+    checkpoint_vs_plain         the same computation with f under activation checkpointing or
+                                saved-tensor hooks (NOTE [checkpoint mode] in fuzzer/ir/case.py); its
+                                side A is the side it wraps (create_graph, or torch.func for placement
+                                ``inside``)
 
-The first runs on every case; the metamorphic ones on every case they apply to; the compiled one on the
-cases that carry a ``compile`` (the campaign gives them their own share of the time). Verdict names
-stay the same for all oracles: "functorch" is side A, "reference" is side B.
+The first runs on every case; the metamorphic ones on every case they apply to; a mode's oracle (the
+compiled and the checkpoint one) on the cases that carry its field (``compile``, ``checkpoint``; the
+campaign gives each mode its own share of the time). Verdict names stay the same for all oracles:
+"functorch" is side A, "reference" is side B.
+
+NOTE [oracle table]
+One row per oracle (:data:`ORACLE_KINDS`): side B's mode name in a script, how side B is built from side A
+(``side_b``: ``twins`` the create_graph twins, ``loops`` vmap as a loop, ``alternate`` another torch.func
+stack, ``compiled``, ``checkpointed``), the case field a mode's oracle needs (its other oracles' findings
+are reported without it), side B in words for drafts, the torch APIs it needs (:func:`apis_needed`; where
+this torch lacks one, the oracle is ``not_applicable`` with that reason), and whether ``affuzz check``
+runs it. Every consumer (validity's sides, the composer, the renderers, drafts) dispatches on the row's
+``side_b`` through a table of its own keyed by :data:`SIDE_B_RECIPES`, which a test checks is complete;
+:func:`oracle_kind` raises on an unknown name. Adding an oracle is a row here and one entry in each of
+those tables (docs/internals.md lists them).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from .case import FORWARD_MODE_TRANSFORMS, Case, Transform
+from .errors import AffuzzError
+
+#: How side B is built from side A (NOTE [oracle table]).
+SIDE_B_RECIPES = ("twins", "loops", "alternate", "compiled", "checkpointed")
+#: Case fields that carry a mode (NOTE [oracle table]): the oracle that needs one is the only one whose
+#: findings keep it.
+MODE_FIELDS = ("compile", "checkpoint")
+
+
+@dataclass(frozen=True)
+class OracleKind:
+    """One oracle (NOTE [oracle table])."""
+
+    name: str
+    reference: str  # side B's mode name in a script and in a repro's output
+    side_b: str  # one of SIDE_B_RECIPES
+    words: str  # side B in words, where a draft cannot name its stack
+    mode_field: str | None = None  # the case field this oracle needs (None: it applies by the stack alone)
+    in_check: bool = True  # ``affuzz check`` runs it
+    apis: tuple[str, ...] = ()  # torch APIs it always needs (see apis_needed)
+
+
+ORACLE_KINDS: tuple[OracleKind, ...] = (
+    OracleKind("functorch_vs_create_graph", "create_graph", "twins", "plain autograd"),
+    OracleKind("jacrev_vs_jacfwd", "jacrev_jacfwd_swapped", "alternate", "the same with jacrev and jacfwd swapped"),
+    OracleKind("vmap_vs_loop", "vmap_as_loop", "loops", "the same with a loop for vmap"),
+    OracleKind("forward_over_reverse", "other_order", "alternate", "the same in the other order"),
+    OracleKind(
+        "checkpoint_vs_plain",
+        "checkpointed",
+        "checkpointed",
+        "the same with f under activation checkpointing or saved-tensor hooks",
+        mode_field="checkpoint",
+        in_check=False,
+    ),
+    OracleKind(
+        "compiled_vs_eager", "compiled", "compiled", "the same under torch.compile", "compile", apis=("torch.compile",)
+    ),
+)
+_BY_NAME = {k.name: k for k in ORACLE_KINDS}
+
+
+class UnknownOracle(AffuzzError, KeyError):
+    pass
+
+
+def oracle_kind(name: str) -> OracleKind:
+    """The row of oracle ``name``; an unknown name raises (NOTE [oracle table])."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise UnknownOracle(f"unknown oracle {name!r} (known: {', '.join(_BY_NAME)})") from None
+
 
 MAIN = "functorch_vs_create_graph"
 COMPILED = "compiled_vs_eager"
-ORACLES = (MAIN, "jacrev_vs_jacfwd", "vmap_vs_loop", "forward_over_reverse", COMPILED)
+CHECKPOINT = "checkpoint_vs_plain"
+ORACLES = tuple(k.name for k in ORACLE_KINDS)
 #: What side B (the oracle's reference) runs, for each oracle: the name of its mode in a script and of
 #: its result in a repro's output (side A is always "functorch"). Outcomes, verdicts and finding.json
 #: call the two sides "functorch" and "reference" under every oracle.
-REFERENCE_MODES = {
-    MAIN: "create_graph",
-    "jacrev_vs_jacfwd": "jacrev_jacfwd_swapped",
-    "vmap_vs_loop": "vmap_as_loop",
-    "forward_over_reverse": "other_order",
-    COMPILED: "compiled",
-}
+REFERENCE_MODES = {k.name: k.reference for k in ORACLE_KINDS}
+
+
+def side_a_mode(case: Case, oracle: str) -> str:
+    """The mode of ``oracle``'s side A on ``case``: 'functorch' (the case's stack under torch.func, which
+    every oracle shares), or 'create_graph' where a mode wraps the plain-autograd side (a compile placed
+    ``plain``, a checkpoint placed ``plain`` or ``compiled``)."""
+    kind = oracle_kind(oracle)
+    if kind.side_b == "compiled" and case.compile is not None and case.compile.placement == "plain":
+        return "create_graph"
+    if kind.side_b == "checkpointed" and case.checkpoint is not None and case.checkpoint.placement != "inside":
+        return "create_graph"
+    return "functorch"
+
+
+def apis_needed(case: Case, oracle: str) -> tuple[str, ...]:
+    """The torch APIs ``oracle`` needs to run ``case`` (a mode's choices may need more than its row):
+    keys of the torch-side probes in :mod:`fuzzer.judge.torch_state` (API_PROBES)."""
+    kind = oracle_kind(oracle)
+    out = list(kind.apis)
+    if kind.mode_field == "compile" and case.compile is not None and case.compile.autograd:
+        out.append("compiled_autograd")
+    if kind.mode_field == "checkpoint" and case.checkpoint is not None:
+        if case.checkpoint.kind == "selective":
+            out.append("selective_checkpoint")
+        if case.checkpoint.placement == "compiled":
+            out.append("torch.compile")
+    return tuple(dict.fromkeys(out))
+
+
+def without_modes(case: Case, oracle: str) -> Case:
+    """``case`` without the mode fields ``oracle`` does not need: how a finding of ``oracle`` is kept."""
+    keep = oracle_kind(oracle).mode_field
+    drop = {f: None for f in MODE_FIELDS if f != keep and getattr(case, f) is not None}
+    return replace(case, **drop) if drop else case
+
+
 _REVERSE = ("grad", "jacrev", "vjp", "hessian")
 _SWAP = {"jacrev": "jacfwd", "jacfwd": "jacrev"}
 
@@ -89,9 +189,10 @@ def alternate(stack: tuple[Transform, ...], oracle: str) -> tuple[Transform, ...
 
 
 def applicable(case: Case) -> tuple[str, ...]:
-    """The oracles that apply to ``case``, main first (the compiled one last, where the case has a
-    ``compile``)."""
-    return applicable_to(case.transforms) + ((COMPILED,) if case.compile is not None else ())
+    """The oracles that apply to ``case``, main first, then those of the modes the case carries (the
+    compiled one last, where the case has a ``compile``)."""
+    modes = tuple(k.name for k in ORACLE_KINDS if k.mode_field and getattr(case, k.mode_field) is not None)
+    return applicable_to(case.transforms) + modes
 
 
 def applicable_to(stack: tuple[Transform, ...]) -> tuple[str, ...]:
@@ -108,7 +209,7 @@ def applicable_to(stack: tuple[Transform, ...]) -> tuple[str, ...]:
 
 
 def reference_case(case: Case, oracle: str) -> Case:
-    if oracle == COMPILED:
+    if oracle_kind(oracle).side_b != "alternate":
         return case
     alt = alternate_stack(case, oracle)
     return case if alt is None else replace(case, transforms=alt)

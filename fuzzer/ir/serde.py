@@ -13,6 +13,7 @@ from .case import (
     SCHEMA_VERSION,
     Case,
     CaseError,
+    Checkpoint,
     Compile,
     FDef,
     FunctionDef,
@@ -110,6 +111,10 @@ def case_to_json(case: Case) -> dict[str, Any]:
     if case.compile is not None:  # NOTE [compiled mode]: written only when set
         c = case.compile
         out["compile"] = {"backend": c.backend, "fullgraph": c.fullgraph, "placement": c.placement}
+        if c.autograd:
+            out["compile"]["autograd"] = True
+    if case.checkpoint is not None:  # NOTE [checkpoint mode]: written only when set
+        out["checkpoint"] = {"kind": case.checkpoint.kind, "placement": case.checkpoint.placement}
     if case.meta:
         out["meta"] = dict(case.meta)
     return out
@@ -159,7 +164,7 @@ def case_from_json(data: Any) -> Case:
         data,
         "case",
         ("schema_version", "function", "f", "inputs", "transforms"),
-        ("meta", "compile"),
+        ("meta", "compile", "checkpoint"),
     )
     version = d["schema_version"]
     require(
@@ -289,8 +294,20 @@ def case_from_json(data: Any) -> Case:
     compiled = None
     if "compile" in d:  # NOTE [compiled mode]
         require(version >= 4, "compile", f"needs schema_version 4 or later (this case says {version})")
-        cd = _obj(d["compile"], "compile", ("backend", "fullgraph", "placement"))
-        compiled = Compile(backend=cd["backend"], fullgraph=cd["fullgraph"], placement=cd["placement"])
+        cd = _obj(d["compile"], "compile", ("backend", "fullgraph", "placement"), ("autograd",))
+        if "autograd" in cd:
+            require(version >= 5, "compile.autograd", f"needs schema_version 5 or later (this case says {version})")
+        compiled = Compile(
+            backend=cd["backend"],
+            fullgraph=cd["fullgraph"],
+            placement=cd["placement"],
+            autograd=cd.get("autograd", False),
+        )
+    checkpointed = None
+    if "checkpoint" in d:  # NOTE [checkpoint mode]
+        require(version >= 5, "checkpoint", f"needs schema_version 5 or later (this case says {version})")
+        kd = _obj(d["checkpoint"], "checkpoint", ("kind", "placement"))
+        checkpointed = Checkpoint(kind=kd["kind"], placement=kd["placement"])
     case = Case(
         function=fn,
         f=FDef(
@@ -304,6 +321,7 @@ def case_from_json(data: Any) -> Case:
         transforms=tuple(transforms),
         meta=meta,
         compile=compiled,
+        checkpoint=checkpointed,
     )
     return validate(case)
 

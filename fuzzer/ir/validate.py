@@ -7,6 +7,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from .case import (
+    CHECKPOINT_KINDS,
+    CHECKPOINT_PLACEMENTS,
     COMBINES,
     COMPILE_BACKENDS,
     COMPILE_PLACEMENTS,
@@ -401,6 +403,19 @@ def _check_compile(case: Case, fn: FunctionDef, base: tuple[int, ...]) -> None:
         _one_of(c.backend, COMPILE_BACKENDS, "compile.backend", "backend")
         _one_of(c.placement, COMPILE_PLACEMENTS, "compile.placement", "placement")
         require(isinstance(c.fullgraph, bool), "compile.fullgraph", "must be true or false")
+        require(isinstance(c.autograd, bool), "compile.autograd", "must be true or false")
+        require(
+            not c.autograd or c.placement == "plain",
+            "compile.autograd",
+            "compiled autograd compiles the plain autograd engine's backward: placement 'plain' only",
+        )
+
+
+def _check_checkpoint(case: Case, fn: FunctionDef, base: tuple[int, ...]) -> None:
+    """NOTE [checkpoint mode]: the checkpoint configuration."""
+    if case.checkpoint is not None:
+        _one_of(case.checkpoint.kind, CHECKPOINT_KINDS, "checkpoint.kind", "kind")
+        _one_of(case.checkpoint.placement, CHECKPOINT_PLACEMENTS, "checkpoint.placement", "placement")
 
 
 #: validate()'s sections in the order they run: the first invariant broken is the one reported, and a later
@@ -416,6 +431,7 @@ _SECTIONS = (
     _check_inplace_nodes,
     _check_apply_args,
     _check_compile,
+    _check_checkpoint,
 )
 
 

@@ -71,12 +71,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .case import STRAIGHT_THROUGH_OPS, Case, Compile, FunctionDef, Transform
-from .oracles import COMPILED, MAIN, alternate
+from .case import CHECKPOINT_COMPILE, STRAIGHT_THROUGH_OPS, Case, Checkpoint, Compile, FunctionDef, Transform
+from .oracles import alternate, oracle_kind
 from .transforms import TRANSFORM_KINDS, transform_kind
 
 #: Forward-mode transforms (NOTE [transform table] in :mod:`fuzzer.ir.transforms`).
 _F = tuple(k.name for k in TRANSFORM_KINDS if k.forward_mode)
+#: Reverse-mode torch.func transforms (they refuse saved-tensor hooks: NOTE [checkpoint mode]).
+_FUNC_REVERSE = tuple(k.name for k in TRANSFORM_KINDS if k.functorch and "R" in k.derivative_path())
 #: torch.func transforms that run the Function under vmap (directly or through their own vmap).
 _VMAPS = tuple(k.name for k in TRANSFORM_KINDS if k.vmaps)
 REASONS = (
@@ -131,6 +133,8 @@ class SideInfo:
     # the Function's forward runs on batched primals: an explicit torch.func vmap level (jacrev, jacfwd and
     # hessian vmap only tangents and cotangents, so the Function's forward sees unbatched inputs there)
     batched: bool = False
+    checkpoint: Checkpoint | None = None  # NOTE [checkpoint mode]: how this side keeps what backward needs
+    functorch_reverse: bool = False  # a reverse-mode torch.func level (grad, vjp, jacrev, hessian)
 
 
 def _path(transforms: tuple[Transform, ...], *, create_graph: bool = False) -> tuple[str, ...]:
@@ -150,13 +154,14 @@ def _functorch_side(transforms: tuple[Transform, ...], *, loops: bool = False) -
         forward_ad=any(n in _F or n == "hessian" for n in names),
         linearize_nested="linearize" in names and any(n in _VMAPS or n in _F for n in others),
         batched="vmap" in names and not loops,
+        functorch_reverse=any(n in _FUNC_REVERSE for n in names),
     )
 
 
 def sides(case: Case, oracle: str) -> tuple[SideInfo, SideInfo]:
     """(side A, side B) of ``oracle`` on ``case`` (side A is the case's stack under torch.func, but for
     ``compiled_vs_eager`` with placement ``plain``: the create_graph side)."""
-    return stack_sides(case.transforms, oracle, case.compile)
+    return stack_sides(case.transforms, oracle, case.compile, case.checkpoint)
 
 
 def _create_graph_side(stack: tuple[Transform, ...]) -> SideInfo:
@@ -165,23 +170,66 @@ def _create_graph_side(stack: tuple[Transform, ...]) -> SideInfo:
 
 
 def stack_sides(
-    stack: tuple[Transform, ...], oracle: str, compiled: Compile | None = None
+    stack: tuple[Transform, ...],
+    oracle: str,
+    compiled: Compile | None = None,
+    checkpoint: Checkpoint | None = None,
 ) -> tuple[SideInfo, SideInfo]:
-    """:func:`sides` of a bare stack (``compiled``: the case's ``compile``, for ``compiled_vs_eager``)."""
-    a = _functorch_side(stack)
-    if oracle == COMPILED:  # NOTE [compiled mode]: the same rules of the same Function on both sides
-        if compiled is None:
-            raise ValueError(f"{COMPILED} needs a case with a compile")
-        eager = _create_graph_side(stack) if compiled.placement == "plain" else a
-        return eager, replace(eager, compiled=compiled)
-    if oracle == MAIN:
-        b = _create_graph_side(stack)
-    elif oracle == "vmap_vs_loop":
-        b = _functorch_side(stack, loops=True)
-    else:
-        alt = alternate(stack, oracle)
-        b = _functorch_side(alt if alt is not None else stack)
-    return a, b
+    """:func:`sides` of a bare stack (``compiled``, ``checkpoint``: the case's mode fields, for the
+    oracles that need them)."""
+    kind = oracle_kind(oracle)  # NOTE [oracle table]: an unknown oracle raises
+    return _SIDES[kind.side_b](stack, oracle, compiled, checkpoint)
+
+
+def _twins_sides(
+    stack: tuple[Transform, ...], oracle: str, compiled: Compile | None, checkpoint: Checkpoint | None
+) -> tuple[SideInfo, SideInfo]:
+    return _functorch_side(stack), _create_graph_side(stack)
+
+
+def _loops_sides(
+    stack: tuple[Transform, ...], oracle: str, compiled: Compile | None, checkpoint: Checkpoint | None
+) -> tuple[SideInfo, SideInfo]:
+    return _functorch_side(stack), _functorch_side(stack, loops=True)
+
+
+def _alternate_sides(
+    stack: tuple[Transform, ...], oracle: str, compiled: Compile | None, checkpoint: Checkpoint | None
+) -> tuple[SideInfo, SideInfo]:
+    alt = alternate(stack, oracle)
+    return _functorch_side(stack), _functorch_side(alt if alt is not None else stack)
+
+
+def _compiled_sides(
+    stack: tuple[Transform, ...], oracle: str, compiled: Compile | None, checkpoint: Checkpoint | None
+) -> tuple[SideInfo, SideInfo]:
+    # NOTE [compiled mode]: the same rules of the same Function on both sides
+    if compiled is None:
+        raise ValueError(f"{oracle} needs a case with a compile")
+    eager = _create_graph_side(stack) if compiled.placement == "plain" else _functorch_side(stack)
+    return eager, replace(eager, compiled=compiled)
+
+
+def _checkpointed_sides(
+    stack: tuple[Transform, ...], oracle: str, compiled: Compile | None, checkpoint: Checkpoint | None
+) -> tuple[SideInfo, SideInfo]:
+    # NOTE [checkpoint mode]: the same rules of the same Function on both sides
+    if checkpoint is None:
+        raise ValueError(f"{oracle} needs a case with a checkpoint")
+    plain = checkpoint.placement != "inside"
+    a = _create_graph_side(stack) if plain else _functorch_side(stack)
+    on = CHECKPOINT_COMPILE if checkpoint.placement == "compiled" else None
+    return a, replace(a, checkpoint=checkpoint, compiled=on)
+
+
+#: NOTE [oracle table]: side B of each recipe, from side A's stack.
+_SIDES = {
+    "twins": _twins_sides,
+    "loops": _loops_sides,
+    "alternate": _alternate_sides,
+    "compiled": _compiled_sides,
+    "checkpointed": _checkpointed_sides,
+}
 
 
 # ------------------------------------------------------------------------------- the Function

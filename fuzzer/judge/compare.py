@@ -79,6 +79,12 @@ CONDITIONS = (
     "inplace_in_forward",
     "custom_vmap_rule",
     "side_outputs_not_restacked",
+    "side_saved_tensor_hooks",
+    "side_functorch_reverse",
+    "side_without_saved_tensor_hooks",
+    "side_selective_checkpoint",
+    "mutates_in_place",
+    "side_compiled_autograd",
 )
 DEFAULT_REGISTRY = Path(__file__).with_name("known_limitations.json")
 
@@ -98,6 +104,7 @@ FUNCTION_CONDITIONS = (
     "saved_output_modified_in_place",
     "inplace_in_forward",
     "custom_vmap_rule",
+    "mutates_in_place",
 )
 
 
@@ -117,6 +124,8 @@ def function_conditions(case: Case) -> dict[str, bool]:
         and any(j not in fn.non_differentiable for j in case.f.uses),
         "inplace_in_forward": any(n.inplace for n in fn.nodes),  # NOTE [in-place forward]
         "custom_vmap_rule": fn.vmap_rule in ("custom", "custom_wrong"),
+        # something in f modifies a tensor in place: f an output, forward an intermediate, or a dirty input
+        "mutates_in_place": bool(case.f.inplace) or any(n.inplace for n in fn.nodes) or bool(fn.dirty),
     }
 
 
@@ -140,6 +149,12 @@ def condition_holds(name: str, function: Mapping[str, bool], side: SideInfo) -> 
         # where the Function's forward runs on batched primals (an explicit vmap): jacrev and hessian vmap
         # their cotangents and tangents, the rule never runs, and f modifies the very outputs saved
         "side_outputs_not_restacked": not (side.batched and function.get("custom_vmap_rule", False)),
+        # NOTE [checkpoint mode]: f runs under saved-tensor hooks (non-reentrant checkpointing is built on them)
+        "side_saved_tensor_hooks": side.checkpoint is not None,
+        "side_functorch_reverse": side.functorch_reverse,
+        "side_without_saved_tensor_hooks": side.checkpoint is None,
+        "side_selective_checkpoint": side.checkpoint is not None and side.checkpoint.kind == "selective",
+        "side_compiled_autograd": side.compiled is not None and side.compiled.autograd,
     }
     return sides[name] if name in sides else bool(function.get(name, False))
 
@@ -270,8 +285,11 @@ def classify(
         hit = [lim for lim in registry if lim.explains(side.program_error(), info, function)]
         if hit:
             names += [lim.name for lim in hit]
-            # NOTE [compiled promises]: the compiled side owes every error its eager side raised
-            owed = info.compiled is None and other_info.compiled is not None
+            # NOTE [compiled promises]: the compiled side owes every error its eager side raised (where the
+            # two run the same program: not a compiled side that is also checkpointed, NOTE [checkpoint mode])
+            owed = (
+                info.compiled is None and other_info.compiled is not None and info.checkpoint == other_info.checkpoint
+            )
             broken += [
                 (lim.name, side.fingerprint)
                 for lim in hit

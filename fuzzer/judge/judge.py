@@ -36,16 +36,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ..ir.case import Case
-from ..ir.oracles import COMPILED
+from ..ir.oracles import CHECKPOINT, COMPILED, apis_needed
 from ..ir.validate import validate
 from ..ir.validity import VALUES_ONLY_RULES, SideInfo, repair, rule_conflict, sides, values_meaningless
 from ..ir.verdicts import FINDING_VERDICTS
+from .apis import API_REASONS, first_missing
 from .compare import Limitation, classify, load_registry
-from .execute import Outcome, compile_unavailable, run_oracles
+from .execute import Outcome, run_oracles
 
 SUBJECTS = ("torch", "function")
 #: ``not_applicable`` reason of the compiled oracle where this torch (and Python) has no torch.compile
-NO_COMPILE = "torch_compile_unavailable"
+NO_COMPILE = API_REASONS["torch.compile"]
 #: ``not_applicable`` reason of a compiled side stopped by the recompile limit (NOTE [compiled cases] in
 #: fuzzer/judge/execute.py: made a hard error so that it never compares eager with eager); counted, not a
 #: finding: the published repro, in a fresh process, would not reach the limit
@@ -62,6 +63,12 @@ RECOMPILE_LIMIT = "compile_recompile_limit"
 # findings to be this, e.g. Dynamo's ApplyTemplate wrapper accepting a legacy Function eager refuses).
 # An error PyTorch calls a bug of its own (torch_bug_error, an internal assert) is still a finding.
 FUNC_OF_COMPILED = "func_transform_of_compiled_function"
+# NOTE [selective checkpoint under torch.compile]
+# torch.compile warns, where a selective-checkpoint policy (``context_fn``) is traced, "Please make sure the
+# checkpointed region does not contain in-place ops": compiled selective checkpointing of a region that
+# modifies tensors in place promises nothing (NOTE [checkpoint mode]). Such a comparison's value or error
+# disagreement is ``expected`` under this name; torch's own internal errors stay findings.
+SAC_INPLACE_COMPILED = "selective_checkpoint_inplace_under_compile"
 #: What no documentation promises there (a hang, a crash or an internal assert stays a finding).
 _UNPROMISED = (
     "value_mismatch",
@@ -122,11 +129,15 @@ class Judge:
         """The judgement of ``case`` under each of ``oracles``, every oracle that runs run from one script
         (NOTE [one exec per case]): the Function is defined once and side A, the same under every
         oracle, runs once. ``before(o)`` is called before oracle ``o`` runs."""
-        if COMPILED in oracles and compile_unavailable():  # NOTE [compiled mode]: decided without running it
-            rest = tuple(o for o in oracles if o != COMPILED)
+        # NOTE [oracle table]: a mode whose torch API this torch lacks is decided without running it
+        missing = {o: r for o in oracles if (r := first_missing(apis_needed(case, o)))}
+        if missing:
+            rest = tuple(o for o in oracles if o not in missing)
             done = self.all(case, rest, before=before, recheck=recheck) if rest else []
-            missing = Judgement("not_applicable", COMPILED, NO_COMPILE)
-            return [next((j for j in done if j.oracle == o), missing) for o in oracles]
+            return [
+                next((j for j in done if j.oracle == o), None) or Judgement("not_applicable", o, missing[o])
+                for o in oracles
+            ]
         todo = [(o, sides(case, o)) for o in oracles]
         outcomes = run_oracles(case, oracles, timeout=self.timeout, before=before)
         torch_under_test = self.subject == "torch"
@@ -153,6 +164,8 @@ class Judge:
                 oracle == COMPILED and torch_under_test and func_of_compiled(case) and j.verdict in _UNPROMISED
             ):  # NOTE [torch.func of a compiled function]
                 j = Judgement("expected", oracle, FUNC_OF_COMPILED, outcome=j.outcome)
+            elif oracle == CHECKPOINT and torch_under_test and j.verdict in _UNPROMISED and sac_inplace_compiled(case):
+                j = Judgement("expected", oracle, SAC_INPLACE_COMPILED, outcome=j.outcome)
             done.append(j)
         return done
 
@@ -189,6 +202,14 @@ def func_of_compiled(case: Case) -> bool:
         and case.compile.placement == "inside"
         and any(t.name != "autograd_grad" for t in case.transforms)
     )
+
+
+def sac_inplace_compiled(case: Case) -> bool:
+    """NOTE [selective checkpoint under torch.compile]: a compiled selective checkpoint of a region that
+    modifies a tensor in place."""
+    c, fn = case.checkpoint, case.function
+    mutates = bool(case.f.inplace) or any(n.inplace for n in fn.nodes) or bool(fn.dirty)
+    return c is not None and c.kind == "selective" and c.placement == "compiled" and mutates
 
 
 def judgement_detail(j: Judgement) -> str:

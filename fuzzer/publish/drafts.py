@@ -24,7 +24,7 @@ from pathlib import Path
 from ..ir.case import FORWARD_MODE_TRANSFORMS, OUTER_TRANSFORMS
 from ..ir.features import feature
 from ..ir.files import atomic_write_text
-from ..ir.oracles import COMPILED, MAIN, alternate_stack
+from ..ir.oracles import CHECKPOINT, COMPILED, MAIN, alternate_stack, oracle_kind
 from ..ir.serde import case_from_json
 from ..ir.transforms import transform_kind
 from ..ir.validity import RULES
@@ -48,6 +48,8 @@ LABEL_FORWARD_AD = "module: forward ad"
 LABEL_SILENT = "module: correctness (silent)"
 #: NOTE [compiled mode]: a compiled finding's labels follow the smallest backend that shows it.
 LABEL_PT2 = "oncall: pt2"
+LABEL_COMPILED_AUTOGRAD = "module: compiled autograd"
+LABEL_CHECKPOINT = "module: checkpoint"
 LABELS_BACKEND = {"eager": "module: dynamo", "aot_eager": "module: aotdispatch", "inductor": "module: inductor"}
 
 #: What side B computes, per oracle (NOTE [oracles] in fuzzer/ir/oracles.py).
@@ -112,13 +114,11 @@ def sides(bucket: BucketData) -> Sides:
         else:
             b = f"plain autograd ({', '.join(t[1] for t in twins)})"
         return Sides(a, b, ())
-    if oracle == "vmap_vs_loop":
-        return Sides(a, "the same with a loop for vmap", ())
-    alt = _alternate_skeleton(bucket)
+    kind = oracle_kind(oracle)  # NOTE [oracle table]: side B in words, where its stack says nothing new
+    alt = _alternate_skeleton(bucket) if kind.side_b == "alternate" else None
     if alt is not None:
         return Sides(a, stack_expr(alt), alt)
-    fallback = {"jacrev_vs_jacfwd": "the same with jacrev and jacfwd swapped"}
-    return Sides(a, fallback.get(oracle, "the same in the other order"), ())
+    return Sides(a, kind.words, ())
 
 
 def plain_forward(bucket: BucketData) -> bool:
@@ -214,8 +214,15 @@ def labels(bucket: BucketData, s: Sides | None = None) -> list[str]:
     compiled = bucket.summary.get("compile") or (bucket.record or {}).get("compile")
     if bucket.summary.get("oracle") == COMPILED and compiled:  # NOTE [compiled mode]: triaged by backend
         result = [LABEL_PT2, LABELS_BACKEND[compiled["backend"]]]
+        if compiled.get("autograd"):
+            result.append(LABEL_COMPILED_AUTOGRAD)
         if set(bucket.summary.get("transforms") or ()) - {"autograd_grad"} and compiled["placement"] != "plain":
             result.append(LABEL_FUNCTORCH)
+        if bucket.summary["verdict"] in ("value_mismatch", "structure_mismatch"):
+            result.append(LABEL_SILENT)
+        return result
+    if bucket.summary.get("oracle") == CHECKPOINT:  # NOTE [checkpoint mode]: checkpointing's, and autograd's
+        result = [LABEL_CHECKPOINT, LABEL_AUTOGRAD]
         if bucket.summary["verdict"] in ("value_mismatch", "structure_mismatch"):
             result.append(LABEL_SILENT)
         return result

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..codegen.render import Expect, render
 from ..ir.case import Case
-from ..ir.oracles import COMPILED
+from ..ir.oracles import CHECKPOINT, COMPILED
 from ..ir.serde import case_from_json, case_to_json
 from ..ir.validity import RULES, not_applicable
 from ..judge.execute import Outcome, Side
@@ -114,6 +114,9 @@ class Finding:
             "shrink": self.shrink,
             **({"broken_rule": self.broken_rule} if self.broken_rule else {}),
             **({"compile": _compile_json(self.case)} if sig.oracle == COMPILED and self.case.compile else {}),
+            **(
+                {"checkpoint": _checkpoint_json(self.case)} if sig.oracle == CHECKPOINT and self.case.checkpoint else {}
+            ),
             **self.extra,
         }
 
@@ -185,11 +188,24 @@ def _compile_json(case: Case) -> dict[str, Any]:
     compiler layer a maintainer triages first)."""
     c = case.compile
     assert c is not None
-    return {"backend": c.backend, "fullgraph": c.fullgraph, "placement": c.placement}
+    return {
+        "backend": c.backend,
+        "fullgraph": c.fullgraph,
+        "placement": c.placement,
+        **({"autograd": True} if c.autograd else {}),
+    }
+
+
+def _checkpoint_json(case: Case) -> dict[str, Any]:
+    """NOTE [checkpoint mode]: how a checkpoint finding's side B keeps its saved tensors."""
+    k = case.checkpoint
+    assert k is not None
+    return {"kind": k.kind, "placement": k.placement}
 
 
 RECORD_KEYS = frozenset(
     {
+        "checkpoint",
         "compile",
         "schema_version",
         "signature",
@@ -311,6 +327,7 @@ def bucket_row(b: Bucket[Finding], out: Path, stacks: dict[str, int]) -> dict[st
         "triage": triage,
         "broken_rule": rule,
         **({"compile": _compile_json(b.published.case)} if b.published.case.compile is not None else {}),
+        **({"checkpoint": _checkpoint_json(b.published.case)} if b.published.case.checkpoint is not None else {}),
         "shrink_seconds": b.shrink_seconds,
         "repro_lines": b.published.shrink.get("lines_after"),
         "seconds_to_find": round(b.first.seconds_to_find, 3),

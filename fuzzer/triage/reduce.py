@@ -13,7 +13,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
-from ..ir.case import COMPILE_BACKENDS, COMPILE_PLACEMENTS, Case, CaseError, FunctionDef, Node, Output, Transform
+from ..ir.case import (
+    CHECKPOINT_KINDS,
+    CHECKPOINT_PLACEMENTS,
+    COMPILE_BACKENDS,
+    COMPILE_PLACEMENTS,
+    Case,
+    CaseError,
+    FunctionDef,
+    Node,
+    Output,
+    Transform,
+)
 from ..ir.dataflow import repair_vmap_dims
 from ..ir.features import features
 from ..ir.ops import op_kind
@@ -31,13 +42,19 @@ def _value_cost(v: float) -> int:
 
 def compile_rank(case: Case) -> int:
     """NOTE [compiled mode]: the backend first (``eager`` < ``aot_eager`` < ``inductor``), then
-    ``fullgraph=True`` before False, then the placement (``plain`` < ``inside`` < ``around``)."""
-    c = case.compile
-    if c is None:
-        return 0
-    return (COMPILE_BACKENDS.index(c.backend) * 2 + (not c.fullgraph)) * len(COMPILE_PLACEMENTS) + (
-        COMPILE_PLACEMENTS.index(c.placement)
-    )
+    ``fullgraph=True`` before False, then the placement (``plain`` < ``inside`` < ``around``), compiled
+    autograd off before on; NOTE [checkpoint mode]: the kind, then the placement, in their vocabularies'
+    order. 0 for a case of neither mode."""
+    c, k = case.compile, case.checkpoint
+    rank = 0
+    if c is not None:
+        rank += (COMPILE_BACKENDS.index(c.backend) * 2 + (not c.fullgraph)) * len(COMPILE_PLACEMENTS) + (
+            COMPILE_PLACEMENTS.index(c.placement)
+        )
+        rank += 100 * c.autograd  # compiled autograd: the backward compiled too
+    if k is not None:  # NOTE [checkpoint mode]: the kind, then the placement
+        rank += CHECKPOINT_KINDS.index(k.kind) * len(CHECKPOINT_PLACEMENTS) + CHECKPOINT_PLACEMENTS.index(k.placement)
+    return rank
 
 
 def size(case: Case) -> tuple[int, ...]:
@@ -336,7 +353,21 @@ def _simpler_compile(case: Case) -> Iterator[Case | None]:
     if not c.fullgraph:
         yield replace(case, compile=replace(c, fullgraph=True))
     for placement in COMPILE_PLACEMENTS[: COMPILE_PLACEMENTS.index(c.placement)]:
-        yield replace(case, compile=replace(c, placement=placement))
+        if not c.autograd or placement == "plain":
+            yield replace(case, compile=replace(c, placement=placement))
+    if c.autograd:
+        yield replace(case, compile=replace(c, autograd=False))
+
+
+def _simpler_checkpoint(case: Case) -> Iterator[Case | None]:
+    """NOTE [checkpoint mode]: a simpler kind, a simpler placement (one change each)."""
+    k = case.checkpoint
+    if k is None:
+        return
+    for kind in CHECKPOINT_KINDS[: CHECKPOINT_KINDS.index(k.kind)]:
+        yield replace(case, checkpoint=replace(k, kind=kind))
+    for placement in CHECKPOINT_PLACEMENTS[: CHECKPOINT_PLACEMENTS.index(k.placement)]:
+        yield replace(case, checkpoint=replace(k, placement=placement))
 
 
 def _drop_outputs(case: Case) -> Iterator[Case | None]:
@@ -347,6 +378,7 @@ def _drop_outputs(case: Case) -> Iterator[Case | None]:
 #: The passes in the order they are tried: the biggest cuts first.
 PASSES: tuple[Callable[[Case], Iterator[Case | None]], ...] = (
     _simpler_compile,  # NOTE [compiled mode]: the compiler layer first, what a maintainer triages by
+    _simpler_checkpoint,  # NOTE [checkpoint mode]: likewise the simplest way of keeping saved tensors
     _drop_levels,
     _drop_inputs,
     _drop_outputs,

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..ir.case import Case
 from ..ir.features import features
-from ..ir.oracles import COMPILED, MAIN
+from ..ir.oracles import CHECKPOINT, COMPILED, MAIN
 from .ablate import without
 
 
@@ -81,10 +81,14 @@ def skeleton(case: Case) -> tuple[str, ...]:
 
 def compile_key(case: Case, oracle: str) -> str:
     """NOTE [compiled mode]: what of a compiled finding's ``compile`` tells its bug apart: the backend (the
-    compiler's layer: Dynamo, AOTAutograd, Inductor) and the placement; '' for the other oracles."""
+    compiler's layer: Dynamo, AOTAutograd, Inductor), the placement, and compiled autograd; NOTE [checkpoint
+    mode]: a checkpoint finding's kind and placement; '' for the other oracles."""
+    if oracle == CHECKPOINT and case.checkpoint is not None:
+        return f"checkpoint:{case.checkpoint.kind}/{case.checkpoint.placement}"
     if oracle != COMPILED or case.compile is None:
         return ""
-    return f"{case.compile.backend}/{case.compile.placement}"
+    key = f"{case.compile.backend}/{case.compile.placement}"
+    return f"{key}/compiled_autograd" if case.compile.autograd else key
 
 
 def signature(

@@ -16,7 +16,7 @@ from fuzzer.ir.features import derivatives_exact, features
 from fuzzer.ir.oracles import COMPILED, MAIN, applicable
 from fuzzer.ir.serde import case_from_json, case_to_json
 from fuzzer.ir.validate import validate
-from fuzzer.judge import judge as judge_module
+from fuzzer.judge import apis as apis_module
 from fuzzer.judge.execute import compile_unavailable
 from fuzzer.judge.judge import NO_COMPILE, Judge
 from fuzzer.publish.verify import stage, verify_and_publish
@@ -93,7 +93,8 @@ def test_double_backward_through_aot_autograd_is_expected() -> None:
 
 def test_without_torch_compile_the_oracle_is_not_applicable(monkeypatch) -> None:
     """torch 2.0 on Python 3.11 has no torch.compile: the oracle is decided without running it."""
-    monkeypatch.setattr(judge_module, "compile_unavailable", lambda: "RuntimeError: Python 3.11+ not yet supported")
+    missing = {"torch.compile": "RuntimeError: Python 3.11+ not yet supported"}
+    monkeypatch.setattr(apis_module, "api_missing", missing.get)
     judgements = Judge().all(_case("blocked"), (MAIN, COMPILED))
     assert [(j.oracle, j.verdict) for j in judgements] == [(MAIN, "consistent"), (COMPILED, "not_applicable")]
     assert judgements[1].reason == NO_COMPILE

@@ -42,6 +42,7 @@ def test_the_promised_errors_are_registry_promises_with_their_sources() -> None:
         "saved_output_modified_in_place",
         "side_reverse",
         "side_outputs_not_restacked",
+        "side_without_saved_tensor_hooks",  # NOTE [checkpoint mode]: the hooks docs call it undefined behaviour
     }
 
 

@@ -12,9 +12,9 @@ import torch
 from hypothesis import HealthCheck, assume, given, settings
 
 from fuzzer.codegen.render import render
-from fuzzer.ir.case import COMPILE_PLACEMENTS, Case, Compile
+from fuzzer.ir.case import CHECKPOINT_PLACEMENTS, COMPILE_PLACEMENTS, Case, Checkpoint, Compile
 from fuzzer.ir.features import repeated_outputs
-from fuzzer.ir.oracles import COMPILED, ORACLES, applicable
+from fuzzer.ir.oracles import CHECKPOINT, COMPILED, ORACLES, applicable
 from fuzzer.ir.shapes import input_shapes
 from fuzzer.ir.validity import not_applicable, sides
 from strategies import cases
@@ -93,6 +93,16 @@ def test_sides_of_the_seed(seed_case: Case, oracle: str) -> None:
             a, b = sides(replace(seed_case, compile=Compile("eager", True, placement)), oracle)
             assert a.path == b.path == ("R", "R") and b.compiled is not None and a.compiled is None
             assert a.functorch == (placement != "plain") and replace(b, compiled=None) == a
+        return
+    if oracle == CHECKPOINT:  # NOTE [checkpoint mode]: the side it wraps, with f checkpointed
+        with pytest.raises(ValueError, match="needs a case with a checkpoint"):
+            sides(seed_case, oracle)
+        for placement in CHECKPOINT_PLACEMENTS:
+            k = Checkpoint("checkpoint", placement)
+            a, b = sides(replace(seed_case, checkpoint=k), oracle)
+            assert a.path == b.path == ("R", "R") and b.checkpoint == k and a.checkpoint is None
+            assert a.functorch == (placement == "inside") and (b.compiled is not None) == (placement == "compiled")
+            assert replace(b, checkpoint=None, compiled=None) == a
         return
     a, b = sides(seed_case, oracle)
     assert a.path == ("R", "R") and a.functorch and not a.forward_ad

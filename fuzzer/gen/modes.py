@@ -1,0 +1,110 @@
+"""The modes a campaign can switch on, and which cases run checkpointed (NOTE [modes]). Torch-free.
+
+NOTE [modes]
+A mode is a way of running the same case that has its own oracle or is a choice of one (one row each in
+:data:`MODES`): ``compiled`` (``compiled_vs_eager``, NOTE [compiled mode]), ``compiled_autograd`` (a
+choice of the compiled mode: a compile placed ``plain`` also compiles its backward), and ``checkpoint``
+(``checkpoint_vs_plain``, NOTE [checkpoint mode]). ``affuzz run --modes`` names those switched on (all, by
+default); an unknown name is a one-line error. A mode's oracle runs on the cases that carry its field, and
+each mode that costs a case extra time has a share of the worker's fuzz-loop time it may take
+(``--compile-share``, ``--checkpoint-share``), counted as the compiled share is (NOTE [compile share] in
+:mod:`fuzzer.gen.compiled`): all a case costs for running in that mode. Where the torch under test lacks a
+mode's API, its oracle is ``not_applicable`` with that reason (NOTE [oracle table]).
+
+Which cases run checkpointed, and how, is named by the campaign seed, the slot and the position, like the
+case itself (NOTE [worker streams]): ``random.Random(f"{seed}/{slot}/checkpoint/{k}")`` draws the kind
+(uniformly) and the placement (``plain`` 1 in 2, ``inside`` 3 in 10, ``compiled`` 2 in 10).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+
+from ..ir.case import CHECKPOINT_KINDS, Case, Checkpoint
+from ..ir.errors import AffuzzError
+from ..ir.oracles import CHECKPOINT, COMPILED
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One mode (NOTE [modes])."""
+
+    name: str
+    oracle: str  # the oracle it runs (or is a choice of)
+    share_option: str | None  # the command-line option that bounds its share of the time (None: none of its own)
+    doc: str
+
+
+MODES: tuple[Mode, ...] = (
+    Mode("compiled", COMPILED, "--compile-share", "cases also run under torch.compile"),
+    Mode("compiled_autograd", COMPILED, None, "a compiled case's plain-autograd backward compiled too"),
+    Mode("checkpoint", CHECKPOINT, "--checkpoint-share", "f under activation checkpointing or saved-tensor hooks"),
+)
+MODE_NAMES = tuple(m.name for m in MODES)
+
+
+class UnknownMode(AffuzzError, ValueError):
+    pass
+
+
+def parse_modes(text: str) -> tuple[str, ...]:
+    """``--modes``: comma-separated mode names, 'all' or 'none'; an unknown name raises :class:`UnknownMode`."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if names == ["all"]:
+        return MODE_NAMES
+    if names == ["none"]:
+        return ()
+    unknown = [n for n in names if n not in MODE_NAMES]
+    if unknown:
+        raise UnknownMode(f"unknown mode {unknown[0]!r} (known: {', '.join(MODE_NAMES)}, or all, none)")
+    return tuple(m for m in MODE_NAMES if m in names)
+
+
+#: What one checkpointed case costs beyond its other oracles, in its own oracle's sides (about one side of
+#: plain autograd, a compile for placement ``compiled``): the by-position rule runs ``share / COST_RATIO``
+#: of the cases checkpointed.
+COST_RATIO = 0.5
+DEFAULT_SHARE = 0.1
+_PLACEMENTS = (("plain", 0.5), ("inside", 0.8), ("compiled", 1.0))  # cumulative
+
+
+def checkpoint_at(seed: int, slot: int, k: int) -> Checkpoint:
+    """How case ``k`` of slot ``slot`` runs checkpointed (NOTE [modes])."""
+    rng = random.Random(f"{seed}/{slot}/checkpoint/{k}")
+    kind = CHECKPOINT_KINDS[rng.randrange(len(CHECKPOINT_KINDS))]
+    roll = rng.random()
+    return Checkpoint(kind, next(p for p, upto in _PLACEMENTS if roll < upto))
+
+
+class CheckpointShare:
+    """NOTE [modes]: decides, case by case, which cases of one worker's stream run checkpointed."""
+
+    def __init__(self, seed: int, slot: int, share: float, *, by: str = "time") -> None:
+        if not 0.0 <= share < 1.0:
+            raise ValueError(f"share must be in [0, 1), not {share!r}")
+        self.seed, self.slot, self.share, self.by = seed, slot, share, by
+        self.seconds = 0.0  # what running cases checkpointed cost
+        self.loop_seconds = 0.0
+        self.cases = 0
+
+    def attach(self, case: Case, k: int) -> Case:
+        """``case`` with the ``checkpoint`` it runs with, where it is its turn; else ``case`` unchanged."""
+        if self.share <= 0.0 or case.checkpoint is not None:
+            return case
+        if self.by == "cases":
+            if random.Random(f"{self.seed}/{self.slot}/checkpoint-turn/{k}").random() >= self.share / COST_RATIO:
+                return case
+        elif self.seconds > self.share * self.loop_seconds:
+            return case
+        return replace(case, checkpoint=checkpoint_at(self.seed, self.slot, k))
+
+    def record(self, loop_seconds: float, seconds: float) -> None:
+        """After a case: its fuzz-loop seconds, and of them what running it checkpointed cost."""
+        self.loop_seconds += loop_seconds
+        self.seconds += seconds
+        self.cases += seconds > 0
+
+    @property
+    def used(self) -> float:
+        return self.seconds / self.loop_seconds if self.loop_seconds else 0.0

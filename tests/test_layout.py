@@ -79,7 +79,7 @@ def test_the_bucket_book_and_the_scheduler_run_without_torch() -> None:
 MODULE_LINES = 500
 #: Modules still over it, each with the length it may not grow past (a ratchet: lower it when a module
 #: shrinks, remove the entry once it is under MODULE_LINES).
-STILL_LONG = {"fuzzer/campaign/driver.py": 658}
+STILL_LONG = {"fuzzer/campaign/driver.py": 647}
 
 
 def test_no_source_module_is_too_long_to_read() -> None:

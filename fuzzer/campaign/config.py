@@ -14,7 +14,7 @@ from typing import Any
 from ..ir.case import Compile
 from ..ir.oracles import COMPILED, MAIN
 from ..triage.shrink import DEFAULT_BUDGET
-from .protocol import CaseReport
+from .protocol import CaseReport, WorkerInit
 
 
 @dataclass
@@ -46,6 +46,31 @@ class CampaignConfig:
     triage_share: float = 0.2  # NOTE [triage share]: most of the worker time triage of new findings may take
     # NOTE [compile share]: most of the case time compiled cases may take (affuzz run: DEFAULT_SHARE)
     compile_share: float = 0.0
+    modes: tuple[str, ...] = ("compiled",)  # NOTE [modes]: the modes switched on (affuzz run: all)
+    checkpoint_share: float = 0.0  # NOTE [modes]: most of the case time checkpointed cases may take
+
+    def worker_init(
+        self, slot: int, *, coverage: dict[str, Any] | None, database: str | None, campaign_seconds: float
+    ) -> WorkerInit:
+        """What a worker of slot ``slot`` starts with: this configuration's part of it, and the campaign's
+        steering coverage, example database and elapsed seconds so far."""
+        return WorkerInit(
+            slot=slot,
+            seed=self.seed,
+            strategy_kwargs=self.strategy_kwargs,
+            case_timeout=self.case_timeout,
+            coverage=coverage if self.steer else None,
+            steer=self.steer,
+            steer_by=self.steer_by,
+            recycle_cases=self.recycle_cases,
+            max_rss_mb=self.max_rss_mb,
+            database=database,
+            swarm=self.swarm,
+            compile_share=self.compile_share if "compiled" in self.modes else 0.0,
+            modes=self.modes,
+            checkpoint_share=self.checkpoint_share,
+            campaign_seconds=campaign_seconds,
+        )
 
     @property
     def silence_limit(self) -> float:
@@ -75,14 +100,18 @@ class CampaignConfig:
             "shrink_share": self.shrink_share,
             "triage_share": self.triage_share,
             "compile_share": self.compile_share,
+            "modes": list(self.modes),
+            "checkpoint_share": self.checkpoint_share,
             "command": self.command,
         }
 
     @classmethod
     def from_json(cls, out: Path, d: dict[str, Any]) -> CampaignConfig:
         # a campaign saved before NOTE [swarm] drew without it, one before NOTE [cost-aware steering] by
-        # cases, one before NOTE [compile share] ran nothing compiled
-        d = {"swarm": False, "steer_by": "cases", "compile_share": 0.0, **d}
+        # cases, one before NOTE [compile share] ran nothing compiled, one before NOTE [modes] ran compiled
+        # cases (where its compile share said so) and no other mode
+        d = {"swarm": False, "steer_by": "cases", "compile_share": 0.0, "modes": ["compiled"], **d}
+        d["modes"] = tuple(d["modes"])
         return cls(out=out, **{k: v for k, v in d.items() if k in cls.__dataclass_fields__ and k != "out"})
 
 

@@ -159,20 +159,9 @@ class Campaign:
 
     def _init(self, slot: Slot) -> WorkerInit:
         c = self.config
-        return WorkerInit(
-            slot=slot.index,
-            seed=c.seed,
-            strategy_kwargs=c.strategy_kwargs,
-            case_timeout=c.case_timeout,
-            coverage=self.coverage.to_json() if c.steer else None,
-            steer=c.steer,
-            steer_by=c.steer_by,
-            recycle_cases=c.recycle_cases,
-            max_rss_mb=c.max_rss_mb,
-            database=None if c.ray else database_dir(c.out),
-            swarm=c.swarm,
-            compile_share=c.compile_share,
-            campaign_seconds=self.stats.elapsed,
+        database = None if c.ray else database_dir(c.out)
+        return c.worker_init(
+            slot.index, coverage=self.coverage.to_json(), database=database, campaign_seconds=self.stats.elapsed
         )
 
     def _start(self, slot: Slot) -> None:

@@ -28,6 +28,8 @@ class WorkerInit:
     subject: str = "torch"  # NOTE [valid comparisons]: what is under test
     swarm: bool = True  # NOTE [swarm]
     compile_share: float = 0.0  # NOTE [compile share]: most of the case time the compiled oracle may take
+    modes: tuple[str, ...] = ()  # NOTE [modes]: the modes switched on (compiled runs only with compile_share > 0)
+    checkpoint_share: float = 0.0  # NOTE [modes]: most of the case time the checkpoint oracle may take
     campaign_seconds: float = 0.0  # how far into the campaign the worker starts
     own_process: bool = False  # a process to itself: NOTE [frozen heap] in fuzzer.judge.torch_state
 

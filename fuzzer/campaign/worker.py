@@ -39,10 +39,11 @@ from typing import Any
 from ..codegen.render import render
 from ..gen.compiled import CompileShare
 from ..gen.coverage import Coverage, Steering
+from ..gen.modes import CheckpointShare
 from ..gen.streams import Decoder
-from ..ir.case import Case
+from ..ir.case import CHECKPOINT_COMPILE, Case
 from ..ir.features import features
-from ..ir.oracles import COMPILED, applicable
+from ..ir.oracles import CHECKPOINT, COMPILED, applicable, without_modes
 from ..ir.verdicts import ERROR_VERDICTS, FINDING_VERDICTS
 from ..judge.execute import COMPILED_TRIAGE, Outcome, triage_source
 from ..judge.judge import NO_COMPILE, Judge, Judgement
@@ -82,7 +83,11 @@ class Worker:
         record_torch_state()
         if init.own_process:
             freeze_heap(start=True)  # NOTE [frozen heap]: never in a process it shares
-        self.compiles = CompileShare(init.seed, init.slot, init.compile_share, by=init.steer_by)
+        self.compiles = CompileShare(
+            init.seed, init.slot, init.compile_share, by=init.steer_by, autograd="compiled_autograd" in init.modes
+        )
+        share = init.checkpoint_share if "checkpoint" in init.modes else 0.0
+        self.checkpoints = CheckpointShare(init.seed, init.slot, share, by=init.steer_by)  # NOTE [modes]
         self._started = time.monotonic()
         self._triage_left = math.inf  # NOTE [triage share]: seconds of triage the current command may spend
 
@@ -122,23 +127,30 @@ class Worker:
                 generate += time.perf_counter() - t0
                 continue
             generate += time.perf_counter() - t0
-            if not cmd.careful:  # NOTE [compile share]
+            if not cmd.careful:  # NOTE [compile share], NOTE [modes]
                 case = self.compiles.attach(case, pos, self.init.campaign_seconds + time.monotonic() - self._started)
+                case = self.checkpoints.attach(case, pos)
             # NOTE [worker protocol]: a compiled case's beat names its compile, which the position alone does not
             self._current = ("case", pos) if case.compile is None else ("case", pos, case.compile)
             report = self.run(case, pos, tags)
-            compiled = 0.0
+            compiled = checkpointed = 0.0
+            if case.checkpoint is not None:  # NOTE [modes]: its own oracle, all of it where nothing else is a mode's
+                mine = sum(s for o, s in report.oracle_seconds if o == CHECKPOINT)
+                others = sum(s for o, s in report.oracle_seconds if o != CHECKPOINT)
+                rest = report.seconds - report.triage_seconds - others
+                checkpointed = mine if case.compile is not None else max(mine, rest)
             if case.compile is not None:  # NOTE [worker time]: all of it but the oracles it would run anyway
                 others = sum(s for o, s in report.oracle_seconds if o != COMPILED)
                 compiled = max(0.0, report.seconds - report.triage_seconds - others)
                 if (COMPILED, "not_applicable", NO_COMPILE) in report.verdicts:
                     self.compiles.share = 0.0  # this torch has no torch.compile: no case is run compiled again
-            self.coverage.add(tags, names, report.seconds - compiled)  # NOTE [compile share]: not the compile
+            self.coverage.add(tags, names, report.seconds - compiled - checkpointed)  # NOTE [compile share]
             self.cases_run += 1
             now = time.perf_counter()
             loop = now - began - report.triage_seconds
             began = now
             self.compiles.record(loop, compiled + report.compiled_triage_seconds)
+            self.checkpoints.record(loop, checkpointed)
             reports.append(
                 replace(
                     report,
@@ -237,14 +249,14 @@ class Worker:
                     assert j.outcome is not None
                     t0 = time.perf_counter()
                     # NOTE [repaired rules]: a finding of the Function's clean twin is reported as that twin;
-                    # NOTE [compiled mode]: only the compiled oracle's findings keep the case's compile
-                    subject = j.repaired or case
-                    if oracle != COMPILED and subject.compile is not None:
-                        subject = replace(subject, compile=None)
-                    found.append(self._finding(subject, j.verdict, j.outcome, oracle, j.fingerprint))
+                    # NOTE [compiled mode]: only the compiled oracle's findings keep the case's compile (a
+                    # mode's field is kept by its oracle's findings only)
+                    subject = without_modes(j.repaired or case, oracle)  # NOTE [oracle table]
+                    j, subject = self._compiled_twin(j, subject)  # NOTE [checkpoint mode]
+                    found.append(self._finding(subject, j.verdict, j.outcome, j.oracle, j.fingerprint))
                     spent = time.perf_counter() - t0
                     triage += spent
-                    compiled_triage += spent if oracle == COMPILED else 0.0
+                    compiled_triage += spent if j.oracle == COMPILED else 0.0
             except Exception:  # noqa: BLE001
                 errors.append(f"--- case {k} ({oracle})\n{traceback.format_exc()}")
         self._leaked = torch_state_changes()  # NOTE [leaked torch state]
@@ -262,6 +274,19 @@ class Worker:
             oracle_seconds=tuple(oracle_seconds),
             compiled_triage_seconds=compiled_triage,
         )
+
+    def _compiled_twin(self, j: Judgement, case: Case) -> tuple[Judgement, Case]:
+        """NOTE [checkpoint mode]: a finding of a checkpoint placed ``compiled`` that the same compile shows
+        without the checkpoint is torch.compile's, not checkpointing's: it is reported as that
+        ``compiled_vs_eager`` finding (so it is bucketed, shrunk and drafted with the compiled ones)."""
+        if j.oracle != CHECKPOINT or case.checkpoint is None or case.checkpoint.placement != "compiled":
+            return j, case
+        twin = replace(case, checkpoint=None, compile=CHECKPOINT_COMPILE)
+        try:
+            tj = self._judge(twin, COMPILED)
+        except Exception:  # noqa: BLE001 (no twin: the finding stays the checkpoint's)
+            return j, case
+        return (tj, twin) if tj.verdict in FINDING_VERDICTS else (j, case)
 
     def _finding(self, case: Case, verdict: str, outcome: Outcome, oracle: str, fp: str) -> RawFinding:
         quick = quick_key(verdict, oracle, case, fp)
@@ -344,8 +369,8 @@ class Worker:
         verdict = goal.verdict
         if job.budget > 0:
             strategy = self.decoder.strategy(job.position, job.slot)
-            if case.compile is not None:  # NOTE [compile share]: drawn apart from the buffer's bytes
-                strategy = strategy.map(lambda c: replace(c, compile=case.compile))
+            if case.compile is not None or case.checkpoint is not None:  # NOTE [modes]: drawn apart from the bytes
+                strategy = strategy.map(lambda c: replace(c, compile=case.compile, checkpoint=case.checkpoint))
             result = Shrinker(goal, run, budget=job.budget).shrink(case, strategy=strategy, buffer=job.buffer)
             shrunk, verdict = result.case, result.verdict
             info = {

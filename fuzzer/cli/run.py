@@ -12,9 +12,20 @@ from pathlib import Path
 from .. import __version__
 from ..gen.compiled import DEFAULT_SHARE
 from ..gen.coverage import STEER_BY
+from ..gen.modes import DEFAULT_SHARE as CHECKPOINT_SHARE
+from ..gen.modes import MODE_NAMES, UnknownMode, parse_modes
 from ..gen.swarm import SLICE
 from ..triage.shrink import DEFAULT_BUDGET
 from .common import EXIT_OK, UsageError, count, duration, fraction, positive_int, seed_int, share
+
+
+def modes_arg(text: str) -> tuple[str, ...]:
+    """``--modes`` (NOTE [modes] in :mod:`fuzzer.gen.modes`): an unknown name is a usage error."""
+    try:
+        return parse_modes(text)
+    except UnknownMode as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
 
 #: Seconds a campaign waits at its end for queued shrinks, unless ``--shrink-grace`` says otherwise.
 DEFAULT_GRACE = 60.0
@@ -142,6 +153,23 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "instead",
     )
     run.add_argument(
+        "--modes",
+        type=modes_arg,
+        default=MODE_NAMES,
+        metavar="M,M",
+        help=f"the modes switched on, comma-separated: {', '.join(MODE_NAMES)} (default: all; 'none': the "
+        "torch.func oracles alone); each mode's oracle is not_applicable where this torch lacks its API",
+    )
+    run.add_argument(
+        "--checkpoint-share",
+        type=fraction,
+        default=CHECKPOINT_SHARE,
+        metavar="F",
+        help="cases that also run with f under activation checkpointing or saved-tensor hooks (the "
+        f"checkpoint_vs_plain oracle) take at most this fraction of the fuzzing time (default {CHECKPOINT_SHARE}); "
+        "with --steer-by cases, a fixed share of the positions instead",
+    )
+    run.add_argument(
         "--recycle-after",
         type=positive_int,
         default=20_000,
@@ -217,6 +245,8 @@ def command(args: argparse.Namespace) -> int:
             shrink_share=args.shrink_share,
             triage_share=args.triage_share,
             compile_share=args.compile_share,
+            modes=args.modes,
+            checkpoint_share=args.checkpoint_share,
         )
     if config.ray:
         try:

@@ -14,13 +14,14 @@ BENCH_DURATION ?= 120
 LONG_DURATION ?= 1800
 OLD_TORCH_PY := .venvs/torch-2.0.1/bin/python
 
-.PHONY: setup fuzz test test-unit test-torch test-campaign test-shrink lint bench bench-long torch-venv clean help
+.PHONY: setup fuzz test test-unit test-torch test-campaign test-shrink test-versions lint bench bench-long torch-venv clean help
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make fuzz                 set up .venv if needed, run a $(DURATION) s campaign (+ up to $(GRACE) s of shrinking), print its summary ($(OUT)/)"
 	@echo "make test                 set up .venv if needed, run the test suite"
 	@echo "make test-unit            one tier of it: the torch-free tests (seconds); also test-torch, test-campaign, test-shrink"
+	@echo "make test-versions        the per-version table of expected outcomes (tests/versions/) under .venv and each .venvs/torch-X.Y.Z"
 	@echo "make lint                 ruff check + format check + import-linter layer contracts (pyproject.toml)"
 	@echo "make bench                campaign throughput: steady cases/s with compiled cases on and off, the fuzz loop over bare"
 	@echo "                          torch (compiled and torch.func cases apart), 2-worker speed-up, RSS, a phase profile; then"
@@ -49,6 +50,17 @@ test: setup
 # test-campaign, test-shrink
 test-unit test-torch test-campaign test-shrink: setup
 	$(BIN)/python -m pytest -q -m $(@:test-%=%)
+
+# the per-version table of expected outcomes (tests/versions/) under the default torch and under every
+# .venvs/torch-X.Y.Z that exists (pytest is added to one that lacks it); not part of make test's other tiers
+test-versions: setup
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/versions
+	@for py in .venvs/torch-*/bin/python; do \
+		[ -x "$$py" ] || continue; \
+		echo "== $$py"; \
+		$$py -c "import pytest" 2>/dev/null || $$py -m pip install -q "pytest>=7" || exit 1; \
+		$$py -m pytest -q -p no:cacheprovider tests/versions || exit 1; \
+	done
 
 lint: setup
 	$(BIN)/ruff check fuzzer strategies tests bench

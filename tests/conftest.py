@@ -55,6 +55,7 @@ TIERS = {
     "campaign": "campaign",
     "cli": "campaign",
     "test_readme_example.py": "campaign",
+    "versions": "torch",
 }
 
 

@@ -1,0 +1,82 @@
+"""What each torch version gives for a few probe cases, as a table (the version-dependent skips of the
+other tests, said once): one row per probe, one column per torch version affuzz is checked against.
+
+``make test`` runs it under the default torch; ``make test-versions`` under every ``.venvs/torch-X.Y.Z``
+that exists (``make torch-venv TORCH=X.Y.Z`` makes one). A version with no column is skipped, naming it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from fuzzer.ir.case import Case, Checkpoint, Compile, FDef, FunctionDef, Inputs, Node, Output, Transform
+from fuzzer.ir.oracles import CHECKPOINT, COMPILED, MAIN
+from fuzzer.ir.serde import loads
+from fuzzer.ir.validate import validate
+from fuzzer.judge.judge import Judge
+
+SEED = loads((Path(__file__).resolve().parents[1] / "data" / "seed_case.json").read_text())
+
+
+def _exp_x(*, stack: tuple[str, ...] = ("autograd_grad", "grad"), **modes: object) -> Case:
+    """exp(x) * x with a faithful backward; x and the output saved."""
+    nodes = (Node("exp", ("x0",)), Node("mul", ("t0", "x0")))
+    fn = FunctionDef(1, nodes, (Output("node", "t1"),), saved=("x0", "o0"))
+    case = Case(fn, FDef(), Inputs((2,), ((0.5, 1.5),)), tuple(Transform(t) for t in stack))
+    return validate(replace(case, **modes))
+
+
+#: probe -> (case, oracle), and per torch version (major.minor) the verdict and reason it gives.
+PROBES: dict[str, tuple[Case, str]] = {
+    "seed: grad then autograd.grad vs double autograd.grad": (SEED, MAIN),
+    "compiled around torch.func.grad": (_exp_x(stack=("grad",), compile=Compile("eager", True, "around")), COMPILED),
+    "compiled autograd, first order": (
+        _exp_x(stack=("grad",), compile=Compile("eager", False, "plain", autograd=True)),
+        COMPILED,
+    ),
+    "non-reentrant checkpoint, second order": (_exp_x(checkpoint=Checkpoint("checkpoint", "plain")), CHECKPOINT),
+    "selective checkpoint, second order": (_exp_x(checkpoint=Checkpoint("selective", "plain")), CHECKPOINT),
+    "saved-tensor hooks inside torch.func.grad": (_exp_x(checkpoint=Checkpoint("hooks", "inside")), CHECKPOINT),
+}
+NO_COMPILE = ("not_applicable", "torch_compile_unavailable")
+OUTCOMES: dict[str, dict[str, tuple[str, str | None]]] = {
+    "2.0": {
+        # the seed's bug (found by hand on 2.0.1): double autograd.grad gives 6, grad then autograd.grad 0
+        "seed: grad then autograd.grad vs double autograd.grad": ("value_mismatch", None),
+        # no torch.compile on Python 3.11 with torch 2.0
+        "compiled around torch.func.grad": NO_COMPILE,
+        "compiled autograd, first order": NO_COMPILE,
+        "non-reentrant checkpoint, second order": ("consistent", None),
+        "selective checkpoint, second order": ("not_applicable", "selective_checkpoint_unavailable"),
+        "saved-tensor hooks inside torch.func.grad": ("expected", "functorch_reverse_with_saved_tensor_hooks"),
+    },
+    "2.13": {
+        # since 2.1 the seed's Function is refused (it saves an input it returns as-is), by both sides alike
+        "seed: grad then autograd.grad vs double autograd.grad": ("consistent", None),
+        "compiled around torch.func.grad": ("consistent", None),
+        "compiled autograd, first order": ("consistent", None),
+        "non-reentrant checkpoint, second order": ("consistent", None),
+        "selective checkpoint, second order": ("consistent", None),
+        "saved-tensor hooks inside torch.func.grad": ("expected", "functorch_reverse_with_saved_tensor_hooks"),
+    },
+}
+OUTCOMES["2.14"] = dict(OUTCOMES["2.13"])
+VERSION = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+
+
+def test_every_version_has_a_row_for_every_probe() -> None:
+    for version, row in OUTCOMES.items():
+        assert set(row) == set(PROBES), version
+
+
+@pytest.mark.parametrize("probe", PROBES)
+def test_this_torch_gives_what_its_column_says(probe: str) -> None:
+    if VERSION not in OUTCOMES:
+        pytest.skip(f"no column for torch {torch.__version__} in OUTCOMES: run the probes and add one")
+    case, oracle = PROBES[probe]
+    j = Judge()(case, oracle)
+    assert (j.verdict, j.reason) == OUTCOMES[VERSION][probe], (j.verdict, j.reason, j.fingerprint)

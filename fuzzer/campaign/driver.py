@@ -38,32 +38,27 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from ..gen.coverage import Coverage
-from ..gen.streams import Decoder, database_dir, stream_buffer
-from ..ir.case import Case, Compile
-from ..ir.features import features
+from ..gen.streams import Decoder, database_dir
 from ..ir.files import atomic_write_json
-from ..ir.oracles import COMPILED, MAIN
 from ..judge.compare import Limitation, load_registry
-from ..judge.execute import Outcome, Side
-from ..publish.findings import Finding, expect_of, repro_lines
+from ..publish.findings import Finding
 from ..publish.verify import Verifier
-from ..triage.buckets import Bucket, BucketBook, RawFinding, ShrinkJob
-from ..triage.shrink import narrowed
-from ..triage.signature import Signature, compile_key, skeleton
+from ..triage.buckets import Bucket, BucketBook
 from . import numbers, state
 from .config import CampaignConfig, Stats
+from .deaths import WorkerDeaths
+from .intake import FindingIntake
 from .outdir import OutDir, now_iso
-from .protocol import CaseReport, Fuzz, FuzzResult, Job, JobResult, WorkerInit
-from .schedule import Scheduler, Slot, Untriaged
+from .protocol import CaseReport, Fuzz, FuzzResult, WorkerInit
+from .schedule import Scheduler, Slot
 from .transport import InProcess, LocalProcess, RayActor, wait
 from .worker import rss_mb
 
 
-class Campaign:
+class Campaign(WorkerDeaths, FindingIntake):
     """One campaign writing to ``config.out`` (NOTE [campaign driver]); ``resume``: a loaded ``state.json``."""
 
     def __init__(
@@ -241,96 +236,6 @@ class Campaign:
                 self._on_death(slot, payload, hang=False)
                 return
 
-    def _watchdog(self) -> None:
-        limit = self.config.silence_limit
-        if self.transport == "ray":
-            limit = max(limit * 10, 600.0)  # no beats from Ray actors (NOTE [transports])
-        now = time.monotonic()
-        for slot in self.slots:
-            h = slot.handle
-            if h is not None and h.command is not None and now - h.last_beat > limit:
-                h.kill()
-                self._on_death(slot, f"no sign of life for {now - h.last_beat:.0f} s (killed)", hang=True)
-
-    def _on_death(self, slot: Slot, why: str, *, hang: bool) -> None:
-        h = slot.handle
-        assert h is not None
-        command, current, pid = h.command, h.current, h.pid
-        reason = why
-        if isinstance(command, Job) and slot.job is not None:
-            job, slot.job = slot.job, None
-            self.stats.shrink_worker_crashes += 1
-            reason = f"{why} while shrinking {job.raw.id}"
-            self._complete(job, job.case, self._unshrunk_info(job, f"the worker died while shrinking it ({why})"))
-        elif isinstance(command, Fuzz):
-            triaging = current[1] if h.knows_current_case and current is not None and current[0] == "triage" else None
-            self._untriaged_back(command, triaging, why)
-            position = None
-            compiled = None
-            if triaging is not None:  # the command's triage comes before its cases: none was run
-                reason = f"{why} while triaging a finding"
-            elif h.knows_current_case and current is not None and current[0] == "case":
-                position = int(current[1])
-                compiled = current[2] if len(current) > 2 else None  # NOTE [compile share]
-            elif command.span == 1:
-                position = command.start
-            else:  # a Ray actor: re-run the lost positions one case per command to find the culprit
-                slot.careful_until = max(slot.careful_until, command.start + (command.span or command.max_cases))
-            if position is not None:
-                slot.skip.add(position)
-                self._crash(slot, position, why, pid, hang=hang, compiled=compiled)
-                reason = f"{why} at position {position}"
-        self._restart(slot, reason)
-
-    def _untriaged_back(self, command: Fuzz, triaging: str | None, why: str) -> None:
-        """NOTE [triage share]: the untriaged findings a dead worker's command carried wait for another
-        worker, but the one whose triage it died in (or that was carried by two dead workers) is not
-        handed out again: the crash would repeat. It is logged and counted as left untriaged."""
-        for _, rf in command.triage:
-            waiting = self.scheduler.untriaged.get(rf.quick)
-            if waiting is None:
-                continue
-            waiting.sent = False
-            waiting.deaths += 1
-            if rf.quick == triaging or waiting.deaths >= 2:
-                del self.scheduler.untriaged[rf.quick]
-                self.stats.left_untriaged += 1
-                self.log_internal(f"--- the worker {why} while triaging {rf.quick}; that finding is not triaged\n")
-
-    def _crash(
-        self, slot: Slot, position: int, why: str, pid: int | None, *, hang: bool, compiled: Compile | None = None
-    ) -> None:
-        """A worker died (or hung past the limit) on case ``position`` of ``slot`` (run with ``compiled``, its
-        beat said): a crash/hang finding, published only if its repro crashes (hangs) again in a fresh
-        process."""
-        case = self._decoder.draw(slot.index, position)
-        if case is not None and compiled is not None:
-            case = replace(case, compile=compiled)
-        verdict = "hang" if hang else "crash"
-        self.event(verdict, slot=slot.index, pid=pid, position=position, why=why, case=case is not None)
-        if case is None:
-            return
-        self.stats.cases += 1
-        slot.cases += 1
-        self.stats.verdicts[verdict] += 1
-        sig = Signature(verdict, MAIN, skeleton(case), ())
-        side = Side(None, "WorkerDied" if not hang else "Timeout", why)
-        finding = Finding(
-            case=case,
-            signature=sig,
-            features=features(case),
-            outcome=Outcome(verdict, side, side, 0.0),
-            seconds_to_find=self.stats.elapsed,
-            cases_to_find=self.stats.cases,
-            torch_version=self.torch_version,
-            found_by=f"{self.config.command} --seed {self.config.seed}",
-            shrink={"runs": 0, "seconds": 0.0, "steps": [], "skipped": f"the worker {why}"},
-            extra={"worker": {"slot": slot.index, "position": position, "pid": pid, "why": why}},
-        )
-        bucket = self.book.add(sig, finding)
-        if bucket is not None:
-            self.verifier.submit(bucket, finding)
-
     # ------------------------------------------------------------------------------------ results
 
     def _on_fuzz(self, slot: Slot, result: FuzzResult) -> None:
@@ -359,150 +264,6 @@ class Campaign:
             self.log_internal("".join(r.internal_errors))
         for finding in r.findings:
             self._on_finding(slot, r.k, finding)
-
-    def _on_triaged(self, k: int, rf: RawFinding) -> None:
-        """NOTE [triage share]: an untriaged finding a command carried, back triaged (or not: it waits on)."""
-        waiting = self.scheduler.untriaged.get(rf.quick)
-        if waiting is None:  # met again as a known bug meanwhile: counted then
-            return
-        if rf.untriaged:
-            waiting.sent = False
-            return
-        del self.scheduler.untriaged[rf.quick]
-        self._on_finding(self.slots[waiting.slot], waiting.k, rf)
-        for _ in range(waiting.hits - 1):  # its repeats while it waited
-            self.book.see(RawFinding(rf.oracle, rf.verdict, rf.quick, rf.fingerprint, rf.stack))
-
-    def _on_finding(self, slot: Slot, k: int, rf: RawFinding) -> None:
-        """The book says whether this is a known bug (NOTE [signature memo]); a new one is queued to shrink,
-        an untriaged one to triage (NOTE [triage share])."""
-        if rf.untriaged and rf.quick not in self.book.quick:
-            waiting = self.scheduler.untriaged.get(rf.quick)
-            if waiting is not None:
-                waiting.hits += 1
-            else:
-                self.stats.untriaged += 1
-                self.scheduler.untriaged[rf.quick] = Untriaged(rf, slot.index, k)
-            return
-        if rf.untriaged:  # a quick key the book knows: a hit, like any repeat
-            rf = RawFinding(rf.oracle, rf.verdict, rf.quick, rf.fingerprint, rf.stack)
-        seen = self.book.see(rf)
-        waiting = self.scheduler.untriaged.pop(rf.quick, None) if rf.raw is not None else None
-        for _ in range(waiting.hits if waiting is not None else 0):  # another worker triaged it meanwhile
-            self.book.see(RawFinding(rf.oracle, rf.verdict, rf.quick, rf.fingerprint, rf.stack))
-        if seen.kind == "orphan":
-            self.log_internal(f"--- a repeat of {rf.quick} arrived before its first report; not counted\n")
-        if seen.kind != "new":
-            return
-        assert rf.raw is not None and rf.case is not None and rf.outcome is not None
-        job = ShrinkJob(
-            raw=rf.raw,
-            goal=rf.goal,
-            case=rf.case,
-            outcome=rf.outcome,
-            buffer=stream_buffer(self.config.seed, slot.index, k),
-            position=k,
-            slot=slot.index,
-            seconds_to_find=self.stats.elapsed,
-            cases_to_find=self.stats.cases,
-        )
-        self.book.open(job)
-        self.scheduler.queue.append(job)
-
-    def _on_job(self, job: ShrinkJob, result: JobResult) -> None:
-        self.stats.seconds["shrink"] += result.seconds
-        self.scheduler.job_done(result.seconds, compiled=job.goal.oracle == COMPILED)
-        if result.error is not None:
-            self.log_internal(f"--- shrinking {job.raw.id}\n{result.error}")
-            self._complete(job, job.case, self._unshrunk_info(job, "the shrink job failed"))
-        elif result.same_as is not None and result.same_as in self.book.buckets:
-            self.book.merge(job, result.same_as)
-        else:
-            assert result.case is not None
-            info = dict(result.info)
-            info["lines_before"] = repro_lines(
-                job.case, job.goal.oracle, expect_of(job.goal.verdict, job.outcome, job.goal.fingerprint)
-            )
-            after = result.outcome if result.outcome is not None else job.outcome
-            verdict = narrowed(job.goal, result.verdict)
-            info["lines_after"] = repro_lines(
-                result.case, job.goal.oracle, expect_of(verdict, after, job.goal.fingerprint)
-            )
-            self._complete(job, result.case, info, outcome=result.outcome, triage=result.triage, verdict=verdict)
-        self._dirty = True
-
-    def _unshrunk_info(self, job: ShrinkJob, why: str) -> dict[str, Any]:
-        lines = repro_lines(job.case, job.goal.oracle, expect_of(job.goal.verdict, job.outcome, job.goal.fingerprint))
-        return {
-            "runs": 0,
-            "seconds": 0.0,
-            "steps": [],
-            "exhausted": False,
-            "lines_before": lines,
-            "lines_after": lines,
-            "raw_signature": job.raw.text,
-            "skipped": why,
-        }
-
-    def _complete(
-        self,
-        job: ShrinkJob,
-        shrunk: Case,
-        shrink_info: dict[str, Any],
-        *,
-        outcome: Outcome | None = None,
-        triage: tuple[str, str] | None = None,
-        verdict: str | None = None,
-    ) -> None:
-        """Bucket a shrunk finding by its shrunk signature (the book decides) and publish it if it is to be.
-        ``verdict``: the shrunk case's, where shrinking narrowed the goal's (NOTE [one-sided errors])."""
-        raw, goal, case = job.raw, job.goal, job.case
-        shrink_info["raw_signature"] = raw.text
-        sig = Signature(
-            verdict or goal.verdict,
-            goal.oracle,
-            skeleton(shrunk),
-            raw.features,
-            raw.error,
-            compile_key(shrunk, goal.oracle),
-        )
-        finding = Finding(
-            case=shrunk,
-            signature=sig,
-            features=features(shrunk),
-            outcome=outcome if outcome is not None and shrunk != case else job.outcome,
-            seconds_to_find=job.seconds_to_find,
-            cases_to_find=job.cases_to_find,
-            torch_version=self.torch_version,
-            found_by=f"{self.config.command} --seed {self.config.seed}",
-            original=case,
-            shrink=shrink_info,
-        )
-        if triage is not None:
-            finding.extra.update(triage=triage[0], triage_detail=triage[1])
-        config = self._decoder.config(job.slot, job.position)
-        if config is not None:  # NOTE [swarm]: the configuration the finding's case was drawn under
-            finding.extra["swarm"] = config.to_json()
-        bucket, publish = self.book.settle(job, sig, finding, shrink_info["seconds"])
-        if publish:
-            self.verifier.submit(bucket, finding)
-
-    def _collect_verifications(self) -> None:
-        for bucket in self.verifier.collect():
-            self._dirty = True
-            if bucket.status == "verified" and not bucket.announced:
-                bucket.announced = True
-                self.stats.last_bucket_elapsed = self.stats.elapsed
-                sig = bucket.signature
-                self.event(
-                    "new_bucket",
-                    id=sig.id,
-                    signature=sig.text,
-                    verdict=sig.verdict,
-                    oracle=sig.oracle,
-                    path=str(bucket.path.relative_to(self.config.out)) if bucket.path else None,
-                    hits=bucket.hits,
-                )
 
     # ------------------------------------------------------------------------------------ running
 

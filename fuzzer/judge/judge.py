@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from ..ir.case import Case
+from ..ir.case import RECOMPUTING_KINDS, Case
 from ..ir.oracles import CHECKPOINT, COMPILED, apis_needed
 from ..ir.validate import validate
 from ..ir.validity import VALUES_ONLY_RULES, SideInfo, repair, rule_conflict, sides, values_meaningless
@@ -69,6 +69,15 @@ FUNC_OF_COMPILED = "func_transform_of_compiled_function"
 # modifies tensors in place promises nothing (NOTE [checkpoint mode]). Such a comparison's value or error
 # disagreement is ``expected`` under this name; torch's own internal errors stay findings.
 SAC_INPLACE_COMPILED = "selective_checkpoint_inplace_under_compile"
+# NOTE [checkpoint recomputed elsewhere]
+# torch.utils.checkpoint's docs: "If the function invocation during the backward pass differs from the
+# forward pass, e.g., due to a global variable, the checkpointed version may not be equivalent,
+# potentially causing an error being raised or leading to silently incorrect gradients." A recomputing
+# checkpoint (kinds checkpoint and selective) recomputes f where backward runs: outside a forward-AD dual
+# level the forward ran in (a jvp or jacfwd level, or their dual-tensor twins), outside a torch.func level
+# wrapped around it (placement inside). There the recomputation differs from the forward by design, so a
+# value or error disagreement is ``expected`` under this name; torch's own internal errors stay findings.
+RECOMPUTED_ELSEWHERE = "checkpoint_recomputed_in_another_context"
 #: What no documentation promises there (a hang, a crash or an internal assert stays a finding).
 _UNPROMISED = (
     "value_mismatch",
@@ -164,8 +173,11 @@ class Judge:
                 oracle == COMPILED and torch_under_test and func_of_compiled(case) and j.verdict in _UNPROMISED
             ):  # NOTE [torch.func of a compiled function]
                 j = Judgement("expected", oracle, FUNC_OF_COMPILED, outcome=j.outcome)
-            elif oracle == CHECKPOINT and torch_under_test and j.verdict in _UNPROMISED and sac_inplace_compiled(case):
-                j = Judgement("expected", oracle, SAC_INPLACE_COMPILED, outcome=j.outcome)
+            elif oracle == CHECKPOINT and torch_under_test and j.verdict in _UNPROMISED:
+                if sac_inplace_compiled(case):
+                    j = Judgement("expected", oracle, SAC_INPLACE_COMPILED, outcome=j.outcome)
+                elif recomputed_elsewhere(case, both[1]):
+                    j = Judgement("expected", oracle, RECOMPUTED_ELSEWHERE, outcome=j.outcome)
             done.append(j)
         return done
 
@@ -210,6 +222,15 @@ def sac_inplace_compiled(case: Case) -> bool:
     c, fn = case.checkpoint, case.function
     mutates = bool(case.f.inplace) or any(n.inplace for n in fn.nodes) or bool(fn.dirty)
     return c is not None and c.kind == "selective" and c.placement == "compiled" and mutates
+
+
+def recomputed_elsewhere(case: Case, side: SideInfo) -> bool:
+    """NOTE [checkpoint recomputed elsewhere]: ``side`` recomputes a checkpointed f in another context than
+    its forward ran in."""
+    c = case.checkpoint
+    if c is None or c.kind not in RECOMPUTING_KINDS:
+        return False
+    return side.forward_ad or (c.placement == "inside" and side.functorch)
 
 
 def judgement_detail(j: Judgement) -> str:

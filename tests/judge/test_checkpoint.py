@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from fuzzer.codegen.render import render
 from fuzzer.ir.case import (
     CHECKPOINT_KINDS,
     Case,
@@ -116,3 +117,32 @@ def test_the_shrinker_walks_the_checkpoint_to_the_simplest_kind_and_placement() 
         Checkpoint("selective", "plain"),
         Checkpoint("selective", "inside"),
     }
+
+
+def test_a_checkpoint_recomputed_outside_the_forward_ad_level_it_ran_in_is_expected() -> None:
+    """The checkpoint docs: a recomputation that differs from the forward may raise or be silently wrong;
+    backward after a jvp's dual level recomputes f without tangents (a different number of saved tensors)."""
+    fn = FunctionDef(1, (Node("exp", ("x0",)),), (Output("node", "t0"),), saved=("o0",), jvp_rule=True)
+    stack = (Transform("autograd_grad"), Transform("jvp"))
+    case = validate(Case(fn, FDef(), Inputs((), ((1.0,),)), stack, checkpoint=Checkpoint("checkpoint", "plain")))
+    j = Judge()(case, CHECKPOINT)
+    assert (j.verdict, j.reason) == ("expected", "checkpoint_recomputed_in_another_context"), j.fingerprint
+    assert j.outcome is not None and j.outcome.reference.error_type == "CheckpointError"
+    hooks = Judge()(replace(case, checkpoint=Checkpoint("hooks", "plain")), CHECKPOINT)  # nothing recomputed
+    assert hooks.verdict == "consistent", (hooks.verdict, hooks.reason, hooks.fingerprint)
+
+
+def test_a_selective_checkpoint_differentiated_twice_is_refused_by_design() -> None:
+    if not _available("selective"):
+        pytest.skip("this torch has no selective checkpointing")
+    j = Judge()(_case(Checkpoint("selective", "plain"), stack=("jacrev",)), CHECKPOINT)
+    assert (j.verdict, j.reason) == ("expected", "selective_checkpoint_backward_once"), (j.verdict, j.fingerprint)
+
+
+def test_compiled_autograd_refuses_higher_order_through_aot_autograd_by_design() -> None:
+    case = replace(_case(None), compile=Compile("aot_eager", False, "plain", autograd=True))
+    if api_missing("compiled_autograd"):
+        pytest.skip("this torch has no compiled autograd")
+    j = Judge()(case, COMPILED)
+    assert (j.verdict, j.reason) == ("expected", "compiled_autograd_higher_order_aot"), (j.verdict, j.fingerprint)
+    assert "compiled_autograd(" in render(case, oracle=COMPILED)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..ir.case import Compile
-from ..ir.oracles import COMPILED, MAIN
+from ..ir.oracles import COMPILED, MAIN, mode_key
 from ..triage.shrink import DEFAULT_BUDGET
 from .protocol import CaseReport, WorkerInit
 
@@ -189,6 +189,9 @@ class Stats:
     oracle_cases: Counter[str] = field(default_factory=Counter)  # cases each oracle ran on
     oracle_seconds: Counter[str] = field(default_factory=Counter)  # seconds each oracle's sides ran
     compiled_limitations: Counter[str] = field(default_factory=Counter)  # NOTE [compiled mode]: expected, by limitation
+    # NOTE [modes]: verdicts of a mode's oracle per configuration (mode_key: backend/placement[/compiled_autograd],
+    # checkpoint:kind/placement)
+    mode_verdicts: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     sample: CaseSample = field(default_factory=CaseSample)  # NOTE [case sample]
     elapsed_before: float = 0.0  # seconds run before a resume
     last_bucket_elapsed: float = 0.0
@@ -228,6 +231,9 @@ class Stats:
                 self.metamorphic[oracle][verdict] += 1
                 if oracle == COMPILED and limitation and verdict == "expected":
                     self.compiled_limitations[limitation] += 1
+                key = mode_key(oracle, r.compile, r.checkpoint)
+                if key:
+                    self.mode_verdicts[key][verdict] += 1
         self.internal_errors += len(r.internal_errors)
 
     @property
@@ -256,6 +262,7 @@ class Stats:
             "oracle_cases": dict(self.oracle_cases),
             "oracle_seconds": dict(self.oracle_seconds),
             "compiled_limitations": dict(self.compiled_limitations),
+            "mode_verdicts": {k: dict(c) for k, c in self.mode_verdicts.items()},
             "case_sample": self.sample.to_json(),
             "elapsed": self.elapsed,
             "last_bucket_elapsed": self.last_bucket_elapsed,
@@ -279,6 +286,8 @@ class Stats:
             setattr(s, name, int(d.get(name, 0)))
         for o, c in d.get("metamorphic", {}).items():
             s.metamorphic[o].update(c)
+        for k, c in d.get("mode_verdicts", {}).items():
+            s.mode_verdicts[k].update(c)
         for name in (
             "feature_counts",
             "transform_counts",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..gen.swarm import SLICE
 from ..ir.case import TRANSFORMS
 from ..ir.features import ALL_FEATURES
-from ..ir.oracles import COMPILED
+from ..ir.oracles import CHECKPOINT, COMPILED
 from ..ir.verdicts import ALL_VERDICTS
 from ..publish.findings import bucket_row
 from .worker import rss_mb
@@ -163,6 +163,12 @@ def oracles(c: Campaign) -> dict[str, Any]:
         out[COMPILED]["sides_core_seconds"] = round(s.oracle_seconds.get(COMPILED, 0.0), 3)
         out[COMPILED]["compile_share"] = c.config.compile_share
         out[COMPILED]["expected_by_limitation"] = dict(s.compiled_limitations)
+    if CHECKPOINT in out:
+        out[CHECKPOINT]["checkpoint_share"] = c.config.checkpoint_share
+    for key, verdicts in sorted(s.mode_verdicts.items()):  # NOTE [modes]: per configuration of a mode
+        oracle = CHECKPOINT if key.startswith("checkpoint:") else COMPILED
+        if oracle in out:
+            out[oracle].setdefault("verdicts_by_mode", {})[key] = dict(verdicts)
     return out
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..ir.case import Case, Compile
+from ..ir.case import Case, Checkpoint, Compile
 from ..judge.execute import Outcome
 from ..triage.buckets import KnownBuckets, RawFinding
 from ..triage.shrink import Goal
@@ -67,6 +67,7 @@ class CaseReport:
     # skipped before it, running and judging it, the worker's bookkeeping), triage apart
     loop_seconds: float = 0.0
     compile: Compile | None = None  # how it also ran compiled (NOTE [compile share]); None: it did not
+    checkpoint: Checkpoint | None = None  # how it also ran checkpointed (NOTE [modes]); None: it did not
     compiled_seconds: float = 0.0  # of ``seconds``: what running it compiled cost (NOTE [worker time])
     compiled_triage_seconds: float = 0.0  # of ``triage_seconds``: the compiled oracle's findings'
 

@@ -130,8 +130,9 @@ class Worker:
             if not cmd.careful:  # NOTE [compile share], NOTE [modes]
                 case = self.compiles.attach(case, pos, self.init.campaign_seconds + time.monotonic() - self._started)
                 case = self.checkpoints.attach(case, pos)
-            # NOTE [worker protocol]: a compiled case's beat names its compile, which the position alone does not
-            self._current = ("case", pos) if case.compile is None else ("case", pos, case.compile)
+            # NOTE [worker protocol]: a mode's case names its modes' fields, which the position alone does not
+            modes = case.compile is not None or case.checkpoint is not None
+            self._current = ("case", pos, case.compile, case.checkpoint) if modes else ("case", pos)
             report = self.run(case, pos, tags)
             compiled = checkpointed = 0.0
             if case.checkpoint is not None:  # NOTE [modes]: its own oracle, all of it where nothing else is a mode's
@@ -157,6 +158,7 @@ class Worker:
                     generate_seconds=generate,
                     loop_seconds=loop,
                     compile=case.compile,
+                    checkpoint=case.checkpoint,
                     compiled_seconds=compiled,
                 )
             )

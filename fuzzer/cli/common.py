@@ -84,6 +84,21 @@ def seed_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"invalid seed {text!r}: must be an integer") from None
 
 
+def load_case_for(path: Path, oracle: str, command: str) -> Case:
+    """:func:`load_case`, and a one-line usage error where ``oracle`` needs a mode field the case lacks
+    (NOTE [oracle table]: ``compiled_vs_eager`` a ``compile``, ``checkpoint_vs_plain`` a ``checkpoint``)."""
+    from ..ir.oracles import oracle_kind
+
+    case = load_case(path)
+    field = oracle_kind(oracle).mode_field
+    if field is not None and getattr(case, field) is None:
+        raise UsageError(
+            f"affuzz {command}: {path} has no {field!r} field, which --oracle {oracle} needs; add one or choose "
+            "another --oracle"
+        )
+    return case
+
+
 def load_case(path: Path) -> Case:
     """The validated case in ``path``; a :class:`~fuzzer.ir.case.CaseError` gets a hint at what to do."""
     from ..ir.case import CaseError

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..codegen.render import SCRIPT_STYLES
 from ..ir.oracles import MAIN, ORACLES
-from .common import EXIT_OK, load_case
+from .common import EXIT_OK, load_case_for
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,5 +30,5 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def command(args: argparse.Namespace) -> int:
     from ..codegen.render import render
 
-    sys.stdout.write(render(load_case(args.case), oracle=args.oracle, style=args.style))
+    sys.stdout.write(render(load_case_for(args.case, args.oracle, "render"), oracle=args.oracle, style=args.style))
     return EXIT_OK

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..ir.oracles import MAIN, ORACLES
 from ..triage.shrink import DEFAULT_BUDGET
-from .common import EXIT_OK, UsageError, load_case, positive_int
+from .common import EXIT_OK, UsageError, load_case_for, positive_int
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -41,7 +41,7 @@ def command(args: argparse.Namespace) -> int:
     from ..publish.findings import expect_of, repro_lines
     from ..triage.shrink import Shrinker, case_runner, goal_of
 
-    case = load_case(args.case)
+    case = load_case_for(args.case, args.oracle, "shrink")
     run = case_runner(args.oracle)
     goal = goal_of(case, args.oracle, run)
     if goal.verdict in ("consistent", "expected"):

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .case import FORWARD_MODE_TRANSFORMS, Case, Transform
+from .case import FORWARD_MODE_TRANSFORMS, Case, Checkpoint, Compile, Transform
 from .errors import AffuzzError
 
 #: How side B is built from side A (NOTE [oracle table]).
@@ -136,6 +136,19 @@ def apis_needed(case: Case, oracle: str) -> tuple[str, ...]:
         if case.checkpoint.placement == "compiled":
             out.append("torch.compile")
     return tuple(dict.fromkeys(out))
+
+
+def mode_key(oracle: str, compiled: Compile | None, checkpoint: Checkpoint | None) -> str:
+    """What of a mode's configuration tells a bug of ``oracle`` apart ('' for an oracle of no mode): the
+    compiled oracle's backend and placement (the compiler's layer: Dynamo, AOTAutograd, Inductor) and
+    compiled autograd; the checkpoint oracle's kind and placement. Bucket keys and per-mode counts use it."""
+    field = oracle_kind(oracle).mode_field
+    if field == "checkpoint" and checkpoint is not None:
+        return f"checkpoint:{checkpoint.kind}/{checkpoint.placement}"
+    if field != "compile" or compiled is None:
+        return ""
+    key = f"{compiled.backend}/{compiled.placement}"
+    return f"{key}/compiled_autograd" if compiled.autograd else key
 
 
 def without_modes(case: Case, oracle: str) -> Case:

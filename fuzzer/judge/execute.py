@@ -258,6 +258,7 @@ def _prepare_compiler() -> None:
         "torch._dynamo",
         "torch._inductor",
         "torch._functorch",
+        "torch._higher_order_ops",  # (the selective checkpoint's warning under compile: NOTE [checkpoint mode])
         "torch._subclasses",
         "torch._guards",
         "torch.fx",

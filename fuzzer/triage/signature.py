@@ -22,7 +22,7 @@ from typing import Any
 
 from ..ir.case import Case
 from ..ir.features import features
-from ..ir.oracles import CHECKPOINT, COMPILED, MAIN
+from ..ir.oracles import MAIN, mode_key
 from .ablate import without
 
 
@@ -80,15 +80,9 @@ def skeleton(case: Case) -> tuple[str, ...]:
 
 
 def compile_key(case: Case, oracle: str) -> str:
-    """NOTE [compiled mode]: what of a compiled finding's ``compile`` tells its bug apart: the backend (the
-    compiler's layer: Dynamo, AOTAutograd, Inductor), the placement, and compiled autograd; NOTE [checkpoint
-    mode]: a checkpoint finding's kind and placement; '' for the other oracles."""
-    if oracle == CHECKPOINT and case.checkpoint is not None:
-        return f"checkpoint:{case.checkpoint.kind}/{case.checkpoint.placement}"
-    if oracle != COMPILED or case.compile is None:
-        return ""
-    key = f"{case.compile.backend}/{case.compile.placement}"
-    return f"{key}/compiled_autograd" if case.compile.autograd else key
+    """NOTE [compiled mode], NOTE [checkpoint mode]: what of a mode finding's configuration tells its bug
+    apart (:func:`fuzzer.ir.oracles.mode_key`); '' for the other oracles."""
+    return mode_key(oracle, case.compile, case.checkpoint)
 
 
 def signature(

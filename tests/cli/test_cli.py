@@ -23,6 +23,12 @@ from fuzzer.cli import main
         (["run", "--frobnicate"], "unrecognized arguments: --frobnicate"),
         (["explode"], "invalid choice: 'explode'"),
         (["render", "does/not/exist.json"], "does/not/exist.json: cannot read"),
+        (["run", "--modes", "compiled,jit"], "unknown mode 'jit' (known: compiled, compiled_autograd, checkpoint"),
+        (["run", "--checkpoint-share", "2"], "--checkpoint-share"),
+        (
+            ["render", str(DATA / "seed_case.json"), "--oracle", "checkpoint_vs_plain"],
+            "has no 'checkpoint' field, which --oracle checkpoint_vs_plain needs",
+        ),
     ],
 )
 def test_bad_flags_and_paths_one_line_exit_2(argv: list[str], needle: str, capsys) -> None:

@@ -23,10 +23,12 @@ SEED = loads((Path(__file__).resolve().parents[1] / "data" / "seed_case.json").r
 
 
 def _exp_x(*, stack: tuple[str, ...] = ("autograd_grad", "grad"), **modes: object) -> Case:
-    """exp(x) * x with a faithful backward; x and the output saved."""
+    """exp(x) * x with a faithful backward; x and the output saved; generate_vmap_rule=True."""
     nodes = (Node("exp", ("x0",)), Node("mul", ("t0", "x0")))
-    fn = FunctionDef(1, nodes, (Output("node", "t1"),), saved=("x0", "o0"))
-    case = Case(fn, FDef(), Inputs((2,), ((0.5, 1.5),)), tuple(Transform(t) for t in stack))
+    fn = FunctionDef(1, nodes, (Output("node", "t1"),), saved=("x0", "o0"), vmap_rule="generate")
+    levels = tuple(Transform(t, batch_size=2) if t == "vmap" else Transform(t) for t in stack)
+    values = (0.5, 1.5, 0.25, 1.0) if "vmap" in stack else (0.5, 1.5)
+    case = Case(fn, FDef(), Inputs((2,), (values,)), levels)
     return validate(replace(case, **modes))
 
 
@@ -41,6 +43,10 @@ PROBES: dict[str, tuple[Case, str]] = {
     "non-reentrant checkpoint, second order": (_exp_x(checkpoint=Checkpoint("checkpoint", "plain")), CHECKPOINT),
     "selective checkpoint, second order": (_exp_x(checkpoint=Checkpoint("selective", "plain")), CHECKPOINT),
     "saved-tensor hooks inside torch.func.grad": (_exp_x(checkpoint=Checkpoint("hooks", "inside")), CHECKPOINT),
+    "saved-tensor hooks inside torch.func.vmap": (
+        _exp_x(stack=("vmap",), checkpoint=Checkpoint("hooks", "inside")),
+        CHECKPOINT,
+    ),
 }
 NO_COMPILE = ("not_applicable", "torch_compile_unavailable")
 OUTCOMES: dict[str, dict[str, tuple[str, str | None]]] = {
@@ -52,7 +58,9 @@ OUTCOMES: dict[str, dict[str, tuple[str, str | None]]] = {
         "compiled autograd, first order": NO_COMPILE,
         "non-reentrant checkpoint, second order": ("consistent", None),
         "selective checkpoint, second order": ("not_applicable", "selective_checkpoint_unavailable"),
-        "saved-tensor hooks inside torch.func.grad": ("expected", "functorch_reverse_with_saved_tensor_hooks"),
+        # torch 2.0 refuses saved-tensor hooks under every torch.func transform, in other words
+        "saved-tensor hooks inside torch.func.grad": ("expected", "functorch_with_saved_tensor_hooks"),
+        "saved-tensor hooks inside torch.func.vmap": ("expected", "functorch_with_saved_tensor_hooks"),
     },
     "2.13": {
         # since 2.1 the seed's Function is refused (it saves an input it returns as-is), by both sides alike
@@ -62,6 +70,7 @@ OUTCOMES: dict[str, dict[str, tuple[str, str | None]]] = {
         "non-reentrant checkpoint, second order": ("consistent", None),
         "selective checkpoint, second order": ("consistent", None),
         "saved-tensor hooks inside torch.func.grad": ("expected", "functorch_reverse_with_saved_tensor_hooks"),
+        "saved-tensor hooks inside torch.func.vmap": ("consistent", None),
     },
 }
 OUTCOMES["2.14"] = dict(OUTCOMES["2.13"])

@@ -189,6 +189,71 @@ def run_repro(
 FRESH_RERUN = ("value_mismatch",)
 
 
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One way of writing a finding's repro (its ``stage()`` keywords), tried in :data:`VARIANTS`' order."""
+
+    name: str
+    stage: dict[str, bool]
+    applies: Callable[[Finding], bool] = lambda finding: True
+    compact: bool = True  # the repro ends compactly (else the generic comparison)
+    new_text_only: bool = False  # tried only where it writes another repro.py than the variant before
+    check_exception: bool = True  # the exception line must be the finding's too
+    mark: str | None = None  # the key of ``result`` set True where it ran (``verified``: only if it reproduced)
+    mark_verified: bool = False
+
+
+#: The variants of a value or error finding's repro, simplest first; the first that reproduces is
+#: published (NOTE [plain forward], NOTE [straight-line sides], NOTE [repro styles]).
+VARIANTS = (
+    # the Function replaced by its forward as a plain function, where that still shows the finding
+    Variant(
+        "plain_forward",
+        {"plain": True},
+        plain_possible,
+        check_exception=False,
+        mark="plain_forward",
+        mark_verified=True,
+    ),
+    Variant("compact", {}),
+    # where a gradient or tangent does not exist, the composed twins instead of straight-line sides
+    Variant("composed_twins", {"straight": False}, lambda f: f.expect() is not None, new_text_only=True),
+    # a compact repro that does not show the finding falls back to the generic comparison, which must
+    Variant("generic", {"compact": False}, lambda f: f.expect() is not None, compact=False, mark="compact_failed"),
+)
+
+
+def _first_variant_that_reproduces(
+    out: Path, staged: Path, finding: Finding, python: str, server: ForkServer | None
+) -> tuple[bool, bool, dict[str, Any], Path]:
+    """(verified, compact, the run's result, the staged dir) of the first of :data:`VARIANTS` whose repro
+    reproduces the finding in a fresh process, else of the last one tried. ``staged``: the ``compact``
+    variant, staged already."""
+    verified, compact, result, text = False, True, {}, None
+    fresh = True  # ``staged`` still holds the compact variant
+    for v in VARIANTS:
+        if not v.applies(finding):
+            continue
+        if v.stage or not fresh:
+            staged = stage(out, finding, **v.stage)
+        fresh = fresh and not v.stage
+        new_text = (staged / "repro.py").read_text(encoding="utf-8")
+        if v.new_text_only and new_text == text:
+            continue
+        text = new_text
+        result = _run_staged(staged, python, server)
+        exception = result["exception_line"] if v.check_exception else None
+        verified = result["exit_code"] == 1 and reproduced(
+            finding, result["output_tail"], compact=v.compact, exception=exception
+        )
+        compact = v.compact
+        if v.mark is not None and (verified or not v.mark_verified):
+            result[v.mark] = True
+        if verified:
+            break
+    return verified, compact, result, staged
+
+
 def verify_and_publish(
     out: Path,
     staged: Path,
@@ -224,37 +289,7 @@ def verify_and_publish(
         result = run_repro(staged / "repro.py", python=python, timeout=2 * (case_timeout or 60.0) + 30)
         verified = result["exit_code"] is not None and result["exit_code"] < 0
     else:
-        verified, compact = False, True
-        if plain_possible(finding):  # NOTE [plain forward]
-            result = _run_staged(stage(out, finding, plain=True), python, server)
-            verified = result["exit_code"] == 1 and reproduced(finding, result["output_tail"], compact=True)
-            if verified:
-                result["plain_forward"] = True
-            else:
-                staged = stage(out, finding)
-        if not verified:
-            result = _run_staged(staged, python, server)
-            verified = result["exit_code"] == 1 and reproduced(
-                finding, result["output_tail"], compact=True, exception=result["exception_line"]
-            )
-        if not verified and finding.expect() is not None:
-            # NOTE [straight-line sides]: where a gradient or tangent does not exist, the composed twins
-            text = (staged / "repro.py").read_text(encoding="utf-8")
-            staged = stage(out, finding, straight=False)
-            if (staged / "repro.py").read_text(encoding="utf-8") != text:
-                result = _run_staged(staged, python, server)
-                verified = result["exit_code"] == 1 and reproduced(
-                    finding, result["output_tail"], compact=True, exception=result["exception_line"]
-                )
-        if not verified and finding.expect() is not None:
-            # NOTE [repro styles]: a compact repro that does not show the finding falls back to the
-            # generic comparison, which must then show it
-            staged, compact = stage(out, finding, compact=False), False
-            result = _run_staged(staged, python, server)
-            result["compact_failed"] = True
-            verified = result["exit_code"] == 1 and reproduced(
-                finding, result["output_tail"], compact=False, exception=result["exception_line"]
-            )
+        verified, compact, result, staged = _first_variant_that_reproduces(out, staged, finding, python, server)
         if verified and server is not None and verdict in FRESH_RERUN:  # NOTE [fresh rerun]
             rerun = run_repro(
                 staged / "repro.py", python=python, timeout=2 * (case_timeout or 60.0) + 30, niceness=VERIFY_NICENESS

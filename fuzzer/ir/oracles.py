@@ -67,6 +67,9 @@ class OracleKind:
     mode_field: str | None = None  # the case field this oracle needs (None: it applies by the stack alone)
     in_check: bool = True  # ``affuzz check`` runs it
     apis: tuple[str, ...] = ()  # torch APIs it always needs (see apis_needed)
+    # the documented limitations of its mode: known_limitations.json entries and the judge's own rules
+    # (NOTE [torch.func of a compiled function], NOTE [checkpoint recomputed elsewhere]...)
+    limitations: tuple[str, ...] = ()
 
 
 ORACLE_KINDS: tuple[OracleKind, ...] = (
@@ -81,9 +84,30 @@ ORACLE_KINDS: tuple[OracleKind, ...] = (
         "the same with f under activation checkpointing or saved-tensor hooks",
         mode_field="checkpoint",
         in_check=False,
+        limitations=(
+            "functorch_reverse_with_saved_tensor_hooks",
+            "functorch_with_saved_tensor_hooks",
+            "selective_checkpoint_cache_mutated",
+            "selective_checkpoint_backward_once",
+            "selective_checkpoint_inplace_under_compile",
+            "checkpoint_recomputed_in_another_context",
+        ),
     ),
     OracleKind(
-        "compiled_vs_eager", "compiled", "compiled", "the same under torch.compile", "compile", apis=("torch.compile",)
+        "compiled_vs_eager",
+        "compiled",
+        "compiled",
+        "the same under torch.compile",
+        "compile",
+        apis=("torch.compile",),
+        limitations=(
+            "graph_break_under_fullgraph",
+            "aot_autograd_double_backward",
+            "fx_trace_of_compiled_function",
+            "compiled_autograd_unsupported_node",
+            "compiled_autograd_higher_order_aot",
+            "func_transform_of_compiled_function",
+        ),
     ),
 )
 _BY_NAME = {k.name: k for k in ORACLE_KINDS}

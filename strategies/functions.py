@@ -62,6 +62,7 @@ from fuzzer.ir.case import (
     MAX_NDIM,
     MAX_NODES,
     MAX_OUTPUTS,
+    OPS,
     POW_EXPONENTS,
     SCALAR_OPS,
     STRAIGHT_THROUGH_OPS,
@@ -258,7 +259,7 @@ def _function(
     for k in range(draw(ints(1, max_nodes))):
         op = pick(draw, ops)
         avail = xs + [f"t{j}" for j in range(k)]
-        arity = 2 if op in ("mul", "add") else 1
+        arity = OPS[op]  # NOTE [op table]
         args = tuple(pick(draw, avail) for _ in range(arity))
         exponent = pick(draw, POW_EXPONENTS) if op == "pow" else 2
         scalar = draw(ints(0, len(scalars) - 1)) if op in SCALAR_OPS else 0

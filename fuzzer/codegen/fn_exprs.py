@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import re
 
-from ..ir.case import INPLACE_OPS, FunctionDef, View
+from ..ir.case import FunctionDef, View
+from ..ir.ops import fill, op_kind
 
 CLASS_NAME = "Fn"
 
@@ -28,21 +29,11 @@ def node_expr(fn: FunctionDef, k: int, val: dict[str, str] | None = None, *, for
     forward]); everything that recomputes a value (setup_context, jvp, backward) does it out of place."""
     node = fn.nodes[k]
     a = [val.get(x, x) if val else x for x in node.args]
+    kind = op_kind(node.op)  # NOTE [op table]
+    values = {"a0": a[0], "a1": a[-1], "p": str(node.exponent), "s": f"s{node.scalar}"}
     if forward and node.inplace:
-        rest = {"pow": [str(node.exponent)], "scale": [f"s{node.scalar}"], "shift": [f"s{node.scalar}"]}
-        rest |= {"mul": [a[1]] if len(a) > 1 else [], "add": [a[1]] if len(a) > 1 else []}
-        return f"{a[0]}.{INPLACE_OPS[node.op]}({', '.join(rest.get(node.op, []))})"
-    if node.op == "pow":
-        return f"{a[0]} ** {node.exponent}"
-    if node.op == "mul":
-        return f"{a[0]} * {a[1]}"
-    if node.op == "add":
-        return f"{a[0]} + {a[1]}"
-    if node.op == "scale":
-        return f"{a[0]} * s{node.scalar}"
-    if node.op == "shift":
-        return f"{a[0]} + s{node.scalar}"
-    return f"torch.{node.op}({a[0]})"
+        return f"{a[0]}.{kind.inplace}({fill(kind.inplace_args, **values)})"
+    return fill(kind.forward, **values)
 
 
 def grad_rule_expr(expr: str, rule: str) -> str:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import re
 
-from ..ir.case import INVERTIBLE_VIEWS, FunctionDef, View
+from ..ir.case import INVERTIBLE_VIEWS, FunctionDef, Node, View
 from ..ir.dataflow import grad_flows, needed_values, value_provided_by_saved
+from ..ir.ops import fill, op_kind, uses
 from ..ir.shapes import output_shapes
 from ..ir.validity import input_aliases, jvp_alias, jvp_not_view
 from .fn_exprs import (
@@ -25,6 +26,12 @@ from .fn_exprs import (
     tup,
     view_expr,
 )
+
+
+def _op_values(node: Node, args: list[str], self: str) -> dict[str, str]:
+    """The placeholders of a node's templates but its tangents and gradient (NOTE [op table])."""
+    pm1 = f" ** {node.exponent - 1}" if node.exponent > 2 else ""
+    return {"a0": args[0], "a1": args[-1], "p": str(node.exponent), "pm1": pm1, "s": f"s{node.scalar}", "self": self}
 
 
 def jvp_rule_lines(fn: FunctionDef) -> list[str]:
@@ -52,8 +59,9 @@ def jvp_rule_lines(fn: FunctionDef) -> list[str]:
     for i in fn.dirty:
         lines += [f"        if tx{i} is not None:", f"            tx{i}.mul_(2)"]
     live = deps_of(fn, [o.ref for o in fn.outputs])
-    values = [f"t{k}" for k in live if fn.nodes[k].op == "exp"]
-    values += [a for k in live if fn.nodes[k].op in ("mul", "pow", "sin") for a in fn.nodes[k].args]
+    reads = {k: uses(op_kind(fn.nodes[k].op).tangent) for k in live}  # NOTE [op table]
+    values = [f"t{k}" for k in live if "self" in reads[k]]
+    values += [a for k in live for i, a in enumerate(fn.nodes[k].args) if f"a{i}" in reads[k]]
     lines += node_lines(fn, deps_of(fn, values), "        ")
 
     def tan(v: str) -> str:
@@ -64,26 +72,12 @@ def jvp_rule_lines(fn: FunctionDef) -> list[str]:
 
     for k in sorted(live):
         node, a = fn.nodes[k], fn.nodes[k].args
-        if node.op == "add":
-            e = f"{node_tan(a[0])} + {node_tan(a[1])}"
-        elif node.op == "mul":
-            e = f"{node_tan(a[0])} * {a[1]} + {a[0]} * {node_tan(a[1])}"
-        elif node.op == "pow":
-            e = f"{node_tan(a[0])} * {node.exponent} * {a[0]}" + (
-                f" ** {node.exponent - 1}" if node.exponent > 2 else ""
-            )
-        elif node.op == "sin":
-            e = f"{node_tan(a[0])} * torch.cos({a[0]})"
-        elif node.op == "scale":
-            e = f"{node_tan(a[0])} * s{node.scalar}"
-        elif node.op == "shift":  # a new tensor, not the input's tangent itself: the jvp must match
-            e = node_tan(a[0])  # forward's view behaviour (extending.html, forward mode AD)
-            e = f"{e}.clone()" if re.fullmatch(r"tx\d+", e) and not jvp_alias(fn) else e
-        elif node.op == "round":  # NOTE [custom gradients]: straight through, a new tensor as for shift
-            e = node_tan(a[0])
-            e = f"{e}.clone()" if re.fullmatch(r"tx\d+", e) else e
-        else:
-            e = f"{node_tan(a[0])} * t{k}"
+        kind = op_kind(node.op)  # NOTE [op table]
+        e = fill(kind.tangent, **_op_values(node, a, f"t{k}"), t0=node_tan(a[0]), t1=node_tan(a[-1]))
+        # a new tensor, not the input's tangent itself: the jvp must match forward's view behaviour
+        # (extending.html, forward mode AD), but where the rule-breaking jvp_alias returns it itself
+        if kind.new_tangent and re.fullmatch(r"tx\d+", e) and not (kind.aliasable and jvp_alias(fn)):
+            e = f"{e}.clone()"
         lines.append(f"        dt{k} = {e}")
     # NOTE [custom gradients]: a computed output's tangent as the rule treats it, once per node (a view
     # output of the node is a view of that tangent)
@@ -293,21 +287,8 @@ def backward_lines(fn: FunctionDef, base: tuple[int, ...], dtype: str) -> list[s
         def V(x: str) -> str:
             return val.get(x, x)
 
-        if node.op == "add":
-            contrib = [(a[0], g), (a[1], g)]
-        elif node.op == "mul":
-            contrib = [(a[0], f"{g} * {V(a[1])}"), (a[1], f"{g} * {V(a[0])}")]
-        elif node.op == "pow":
-            p = node.exponent
-            contrib = [(a[0], f"{g} * {p} * {V(a[0])}" + (f" ** {p - 1}" if p > 2 else ""))]
-        elif node.op == "sin":
-            contrib = [(a[0], f"{g} * torch.cos({V(a[0])})")]
-        elif node.op == "scale":
-            contrib = [(a[0], f"{g} * s{node.scalar}")]
-        elif node.op in ("shift", "round"):  # round: straight through (NOTE [custom gradients])
-            contrib = [(a[0], g)]
-        else:  # exp
-            contrib = [(a[0], f"{g} * {V(name)}")]
+        values = _op_values(node, [V(x) for x in a], V(name))
+        contrib = [(a[i], fill(t, **values, g=g)) for i, t in enumerate(op_kind(node.op).vjp)]  # NOTE [op table]
         for target, term in contrib:
             terms.setdefault(target, []).append(term)
     rets = []

@@ -7,6 +7,7 @@ from collections.abc import Collection
 from dataclasses import replace
 
 from .case import INVERTIBLE_VIEWS, Case, FunctionDef, ref_kind
+from .ops import derivative_reads, op_kind
 from .shapes import in_dims_of, level_input_shapes, level_output_shapes
 
 # NOTE [backward values]
@@ -55,12 +56,8 @@ def needed_values(fn: FunctionDef) -> list[str]:
     for k, node in enumerate(fn.nodes):
         if f"t{k}" not in live_nodes:
             continue
-        if node.op == "mul" or node.op in ("pow", "sin"):
-            vals = list(node.args)
-        elif node.op == "exp":
-            vals = [f"t{k}"]
-        else:
-            vals = []
+        reads = derivative_reads(op_kind(node.op))  # NOTE [op table]
+        vals = [f"t{k}"] if "self" in reads else [a for i, a in enumerate(node.args) if f"a{i}" in reads]
         for v in vals:
             if v not in need:
                 need.append(v)

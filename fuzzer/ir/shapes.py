@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from .case import VIEW_OPS, Case, CaseError, FunctionDef, Transform, View
+from .ops import op_kind
 from .transforms import transform_kind
 
 
@@ -176,22 +177,8 @@ def forward_bound(case: Case) -> float:
     for k, node in enumerate(fn.nodes):
         a = [bound[r] for r in node.args]
         try:
-            if node.op == "pow":
-                b = a[0] ** node.exponent
-            elif node.op == "mul":
-                b = a[0] * a[1]
-            elif node.op == "add":
-                b = a[0] + a[1]
-            elif node.op == "sin":
-                b = min(1.0, a[0])
-            elif node.op == "exp":
-                b = math.exp(a[0])
-            elif node.op == "scale":
-                b = a[0] * abs(fn.scalars[node.scalar])
-            elif node.op == "round":
-                b = a[0] + 0.5
-            else:  # shift
-                b = a[0] + abs(fn.scalars[node.scalar])
+            s = fn.scalars[node.scalar] if op_kind(node.op).scalar else 0.0
+            b = op_kind(node.op).bound(a, s, node.exponent)  # NOTE [op table]
         except OverflowError:
             return math.inf
         bound[f"t{k}"] = b

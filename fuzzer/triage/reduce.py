@@ -244,7 +244,7 @@ def _simpler_ops(case: Case) -> Iterator[Case | None]:
             options.append(replace(node, exponent=2))
         if op_kind(node.op).shrink_rank > 0:
             options.append(Node("pow", (node.args[0],), exponent=2))
-        if node.op in ("sin", "exp", "add", "scale", "shift", "round"):
+        if op_kind(node.op).shrink_rank > op_kind("mul").shrink_rank:  # an op that reads harder than x * x
             options.append(Node("mul", (node.args[0], node.args[0])))
         for new in options:
             if op_kind(new.op).shrink_rank > op_kind(node.op).shrink_rank or new == node:
@@ -257,11 +257,9 @@ def _drop_scalars(case: Case) -> Iterator[Case | None]:
     """Non-tensor inputs no node reads."""
     fn = case.function
     for i in range(len(fn.scalars) - 1, -1, -1):
-        if any(n.op in ("scale", "shift") and n.scalar == i for n in fn.nodes):
+        if any(op_kind(n.op).scalar and n.scalar == i for n in fn.nodes):
             continue
-        nodes = tuple(
-            replace(n, scalar=n.scalar - 1) if n.op in ("scale", "shift") and n.scalar > i else n for n in fn.nodes
-        )
+        nodes = tuple(replace(n, scalar=n.scalar - 1) if op_kind(n.op).scalar and n.scalar > i else n for n in fn.nodes)
         scalars = fn.scalars[:i] + fn.scalars[i + 1 :]
         yield repaired(replace(case, function=replace(fn, nodes=nodes, scalars=scalars)))
 

@@ -186,7 +186,7 @@ def run_repro(
 
 
 #: NOTE [fresh rerun]: the verdicts whose fork-server verification is repeated in a fresh interpreter.
-FRESH_RERUN = ("value_mismatch",)
+FRESH_RERUN = ("value_mismatch", "slow")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -278,8 +278,10 @@ def verify_and_publish(
     and exiting 0 in every fresh ``python repro.py``. So a value finding verified in a child is published
     only once its repro also reproduces in a fresh interpreter (at the server's niceness); one that does
     not is kept under ``unverified/``, that run's exit code and output in ``fresh_rerun`` of finding.json
-    (ClusterFuzz calls such testcases unreliable). Error findings keep the one run: an error is not
-    made of memory torch never wrote."""
+    (ClusterFuzz calls such testcases unreliable). A ``slow`` finding is re-run so too: its timings depend on
+    what the process loaded before (a child of the preloaded server starts warm, a fresh interpreter does
+    not), and a maintainer's ``python repro.py`` is the fresh one. Error findings keep the one run: an error is not made of memory torch
+    never wrote."""
     verdict = finding.signature.verdict
     if verdict == "hang":
         result = run_repro(staged / "repro.py", python=python, timeout=2 * (case_timeout or 60.0) + 30)

@@ -10,6 +10,8 @@ two sides disagree.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..ir.case import Case
 from ..ir.features import derivatives_exact
 from ..ir.oracles import COMPILED, MAIN, REFERENCE_MODES, side_a_mode
@@ -148,27 +150,68 @@ def render(
         raise ValueError("also= is for the full style only")
     if expect is not None and style == "full":
         raise ValueError("expect= is for the published styles only")
-    if also and any(side_a_mode(case, o) != "functorch" for o in (oracle,)):
+    if also and side_a_mode(case, oracle) != "functorch":
         raise ValueError(
             f"{oracle} comes after the main oracle in also=, never first (its side A is not the shared one)"
         )
+    plan = _plan(case, oracle, style, also, expect)
+    out = _head(plan, header)
+    if style != "full" and expect is not None:
+        return "\n".join(out + _compact_ending(plan))
+    out += ["", "", ERRORS_LINE]
+    if style != "full":
+        return "\n".join(out + _generic_ending(plan))
+    return "\n".join(out + _full_ending(plan))
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a script of a case under an oracle is made of (NOTE [repro styles]): its sides' expressions and
+    the helpers they use, before any line is written."""
+
+    case: Case
+    oracle: str
+    style: str
+    expect: Expect | None
+    a_mode: str  # side A's mode: 'functorch', or the side a mode wraps
+    a_label: str  # side A's name in the script
+    a_expr: str
+    a_names: set[str]
+    reference_mode: str  # side B's name in the script
+    b_expr: str
+    b_names: set[str]
+    extra: list[tuple[str, str, set[str]]]  # NOTE [one exec per case]: (oracle, side B, names) of ``also``
+    exact: bool  # finite-difference triage possible
+    fd_expr: str
+    helpers: list[str]  # in HELPER_ORDER
+    lib: dict[str, str]  # helper sources, the short forms where the style allows them
+    short: bool
+    a_grad: bool  # side A's inputs require grad
+    functorch_grad: bool  # the stack has an outer plain autograd level
+
+    @property
+    def full(self) -> bool:
+        return self.style == "full"
+
+    @property
+    def xs(self) -> str:
+        return ", ".join(f"x{i}" for i in range(self.case.function.n_inputs))
+
+    @property
+    def grad_b(self) -> bool:  # side B's inputs require grad as side A's do; the create_graph side's always
+        return True if self.oracle == MAIN else self.a_grad
+
+
+def _plan(case: Case, oracle: str, style: str, also: tuple[str, ...], expect: Expect | None) -> _Plan:
     full = style == "full"
     fn = case.function
-    base = tuple(case.inputs.shape)
-    output_shapes(fn, base)  # raises CaseError early on ill-formed views
-    fc_expr, fc_names = compose(case, "functorch")
+    output_shapes(fn, tuple(case.inputs.shape))  # raises CaseError early on ill-formed views
     # NOTE [compiled mode], NOTE [checkpoint mode]: a mode's side A is the side it wraps
     a_mode = side_a_mode(case, oracle)
-    if a_mode != "functorch":
-        fc_expr, fc_names = compose(case, a_mode)
-    reference_mode = REFERENCE_MODES[oracle]
+    fc_expr, fc_names = compose(case, a_mode)
     cg_expr, cg_names = reference_side(case, oracle)
-    if (
-        expect is not None
-        and expect.straight
-        and oracle == MAIN
-        and not any(isinstance(t.argnums, tuple) for t in case.transforms)
-    ):
+    tuple_argnums = any(isinstance(t.argnums, tuple) for t in case.transforms)
+    if expect is not None and expect.straight and oracle == MAIN and not tuple_argnums:
         cg_expr, cg_names = compose_stack(  # NOTE [scalar levels]
             case.transforms, needs_sum(case), fn.n_inputs, "create_graph", scalar=scalar_levels(case)
         )
@@ -176,19 +219,17 @@ def render(
     for _, _, names in extra:
         cg_names = cg_names | names
     # finite-difference twins take one argnum; tuple argnums (outermost only) go without triage
-    exact = derivatives_exact(case) and not any(isinstance(t.argnums, tuple) for t in case.transforms)
+    exact = derivatives_exact(case) and not tuple_argnums
     fd_expr, fd_names = compose(case, "fd") if exact and full else ("", set())
     if fd_names & {"fd_hessian", "fd_grad", "fd_vjp"}:
         fd_names.add("fd_jac")
-    fc_expr, cg_expr = qualified(fc_expr), qualified(cg_expr)
     used = fc_names | cg_names | fd_names
     if expect is not None and expect.other is not None:
         used = fc_names if expect.last == 0 else cg_names
     helpers = [n for n in HELPER_ORDER if n in used]
-    short = expect is not None and not any(isinstance(t.argnums, tuple) for t in case.transforms)
+    short = expect is not None and not tuple_argnums
     if short:  # NOTE [repro styles]: the twins' shortest forms need none of the argnums plumbing
         helpers = [h for h in helpers if h not in ("_nums", "_replace_arg", "_result")]
-    xs = ", ".join(f"x{i}" for i in range(fn.n_inputs))
     lib = lib_sources(docstrings=full)
     if short:
         lib = {**lib, **short_sources("_short")}
@@ -197,8 +238,34 @@ def render(
         elif all(t.name == "vmap" or t.argnums == 0 for t in case.transforms):
             lib = {**lib, **short_sources("_0")}
     functorch_grad = any(t.name == "autograd_grad" for t in case.transforms)
-    fc_grad = functorch_grad or a_mode == "create_graph"  # side A's inputs require grad
-    a_label = "functorch" if a_mode == "functorch" else a_mode
+    return _Plan(
+        case=case,
+        oracle=oracle,
+        style=style,
+        expect=expect,
+        a_mode=a_mode,
+        a_label="functorch" if a_mode == "functorch" else a_mode,
+        a_expr=qualified(fc_expr),
+        a_names=fc_names,
+        reference_mode=REFERENCE_MODES[oracle],
+        b_expr=qualified(cg_expr),
+        b_names=cg_names,
+        extra=extra,
+        exact=exact,
+        fd_expr=fd_expr,
+        helpers=helpers,
+        lib=lib,
+        short=short,
+        a_grad=functorch_grad or a_mode == "create_graph",
+        functorch_grad=functorch_grad,
+    )
+
+
+def _head(plan: _Plan, header: tuple[str, ...] | list[str]) -> list[str]:
+    """The header comments, imports, the Function, ``f``, the inputs (full style) and the helpers (but for
+    a compact ending, which chooses its helpers with the sides' forms)."""
+    case, expect, full = plan.case, plan.expect, plan.full
+    fn = case.function
     out: list[str] = [f"# {h}" if h else "#" for h in header]
     if full:
         out += ["import re", "import sys", "import time", "", "import torch"]
@@ -211,7 +278,7 @@ def render(
         out.append("from torch.autograd.function import once_differentiable")
     out += ["", ""]
     if plain is None:
-        out += render_function(fn, base, case.inputs.dtype, compact=expect is not None)
+        out += render_function(fn, tuple(case.inputs.shape), case.inputs.dtype, compact=expect is not None)
         out += ["", ""]
         out += _f(case, compact=expect is not None)
     else:  # NOTE [plain forward]
@@ -223,69 +290,88 @@ def render(
     if full:
         out += ["", ""]
         out += input_lines(case)
-    if full or expect is None:  # a compact ending chooses its helpers with the sides' forms
-        for h in helpers:
-            out += ["", "", lib[h]]
-    grad_b_main = True if oracle == MAIN else fc_grad
-    if not full and expect is not None:
-        run = (True, True) if expect.other is None else (expect.last == 0, expect.last == 1)
-        call_a, call_b, defs = side_forms(
-            fc_expr, cg_expr, run, lib, straight=expect.straight and short, n_inputs=fn.n_inputs
+    if full or expect is None:
+        for h in plan.helpers:
+            out += ["", "", plan.lib[h]]
+    return out
+
+
+def _compact_ending(plan: _Plan) -> list[str]:
+    """A published repro with ``expect`` (NOTE [repro styles]): the sides in their shortest forms."""
+    expect, lib = plan.expect, plan.lib
+    assert expect is not None
+    out: list[str] = []
+    run = (True, True) if expect.other is None else (expect.last == 0, expect.last == 1)
+    call_a, call_b, defs = side_forms(
+        plan.a_expr,
+        plan.b_expr,
+        run,
+        lib,
+        straight=expect.straight and plan.short,
+        n_inputs=plan.case.function.n_inputs,
+    )
+    names = {h for h, on in zip((call_a, call_b), run, strict=True) if on for h in helpers_in(h, defs, lib)}
+    for h in (h for h in HELPER_ORDER if h in names):
+        out += ["", "", lib[h]]
+    for d in defs.values():
+        out += ["", "", *d]
+    sides = ((plan.a_expr, call_a, plan.a_grad), (plan.b_expr, call_b, plan.grad_b))
+    return out + compact_tail(plan.case, expect, plan.style, *sides, compiled=plan.oracle == COMPILED)
+
+
+def _generic_ending(plan: _Plan) -> list[str]:
+    """A published repro without ``expect``: both sides through ``outcome()`` and the generic verdict."""
+    a_label, reference_mode = plan.a_label, plan.reference_mode
+    out = ["", "", *_outcome(plan.case)]
+    for name in _VERDICT:
+        out += ["", "", plan.lib[name]]
+    sides = [
+        f"{a_label} = outcome({plan.a_expr}, {plan.a_grad})",
+        f"{reference_mode} = outcome({plan.b_expr}, {plan.grad_b})",
+        f"v = verdict({a_label}, {reference_mode})",
+    ]
+    if plan.style == "repro":
+        out += ["", "", *sides]
+        out.append(
+            f'print(f"============= {a_label}\\n{{{a_label}!r}}\\n============= {reference_mode}\\n{{{reference_mode}!r}}\\nverdict: {{v}}")'
         )
-        names = {h for h, on in zip((call_a, call_b), run, strict=True) if on for h in helpers_in(h, defs, lib)}
-        for h in (h for h in HELPER_ORDER if h in names):
-            out += ["", "", lib[h]]
-        for d in defs.values():
-            out += ["", "", *d]
-        sides = ((fc_expr, call_a, fc_grad), (cg_expr, call_b, grad_b_main))
-        return "\n".join(out + compact_tail(case, expect, style, *sides, compiled=oracle == COMPILED))
-    out += ["", "", ERRORS_LINE]
-    if not full:
-        out += ["", "", *_outcome(case)]
-        for name in _VERDICT:
-            out += ["", "", lib[name]]
-        grad_b = grad_b_main
-        sides = [
-            f"{a_label} = outcome({fc_expr}, {fc_grad})",
-            f"{reference_mode} = outcome({cg_expr}, {grad_b})",
-            f"v = verdict({a_label}, {reference_mode})",
+        out += [
+            'raise SystemExit(v != "consistent")  # exit status 1 while the two sides disagree, 0 once they agree',
+            "",
         ]
-        if style == "repro":
-            out += ["", "", *sides]
-            out.append(
-                f'print(f"============= {a_label}\\n{{{a_label}!r}}\\n============= {reference_mode}\\n{{{reference_mode}!r}}\\nverdict: {{v}}")'
-            )
-            out += [
-                'raise SystemExit(v != "consistent")  # exit status 1 while the two sides disagree, 0 once they agree',
-                "",
-            ]
-        else:
-            out += ["", "", f"def test_{a_label}_agrees_with_{reference_mode}():", *[f"    {line}" for line in sides]]
-            out += [
-                f'    assert v == "consistent", f"{{v}}: {a_label} gave {{{a_label}!r}}, {reference_mode} gave {{{reference_mode}!r}}"',
-                "",
-            ]
-        return "\n".join(out)
-    out += ["", "", f"FUNCTORCH_REQUIRES_GRAD = {functorch_grad}"]
-    out += ["", "", f"def {a_label}_mode({xs}):", f"    return {fc_expr}({xs})"]
-    out += ["", "", f"def {reference_mode}_mode({xs}):", f"    return {cg_expr}({xs})"]
-    a_grad_text = "True" if a_mode == "create_graph" else "FUNCTORCH_REQUIRES_GRAD"
+    else:
+        out += ["", "", f"def test_{a_label}_agrees_with_{reference_mode}():", *[f"    {line}" for line in sides]]
+        out += [
+            f'    assert v == "consistent", f"{{v}}: {a_label} gave {{{a_label}!r}}, {reference_mode} gave {{{reference_mode}!r}}"',
+            "",
+        ]
+    return out
+
+
+def _full_ending(plan: _Plan) -> list[str]:
+    """The script the fuzzer executes (NOTE [the repro is what runs]): every side as a ``<mode>_mode``
+    function, ``SIDES`` (and ``ORACLE_SIDES``/``ORACLE_A`` for more oracles), the runtime."""
+    case, xs, a_label, reference_mode = plan.case, plan.xs, plan.a_label, plan.reference_mode
+    out = ["", "", f"FUNCTORCH_REQUIRES_GRAD = {plan.functorch_grad}"]
+    out += ["", "", f"def {a_label}_mode({xs}):", f"    return {plan.a_expr}({xs})"]
+    out += ["", "", f"def {reference_mode}_mode({xs}):", f"    return {plan.b_expr}({xs})"]
+    a_grad_text = "True" if plan.a_mode == "create_graph" else "FUNCTORCH_REQUIRES_GRAD"
     # side B's inputs require grad as side A's do; the create_graph side's always
-    grad_b_text = "True" if oracle == MAIN else a_grad_text
+    grad_b_text = "True" if plan.oracle == MAIN else a_grad_text
     defined = {a_label, reference_mode}
-    for o, expr, _ in extra:  # NOTE [one exec per case]
+    for o, expr, _ in plan.extra:  # NOTE [one exec per case]
         out += ["", "", f"def {REFERENCE_MODES[o]}_mode({xs}):", f"    return {qualified(expr)}({xs})"]
         defined.add(REFERENCE_MODES[o])
     # an oracle whose side A is not the shared one (a mode that wraps the plain-autograd side: the compiled
     # oracle's eager side where torch.compile goes around f under plain autograd; the checkpoint oracle's)
-    own_a = [o for o, _, _ in extra if side_a_mode(case, o) == "create_graph"]
+    own_a = [o for o, _, _ in plan.extra if side_a_mode(case, o) == "create_graph"]
     if own_a and "create_graph" not in defined:
         cg_only, _ = compose(case, "create_graph")
         out += ["", "", f"def create_graph_mode({xs}):", f"    return {qualified(cg_only)}({xs})"]
-    if extra:
+    if plan.extra:
         out += ["", "", "ORACLE_SIDES = {"]
-        out += [f'    "{oracle}": ("{reference_mode}", {reference_mode}_mode, {grad_b_text}),']
-        for o, _, _ in extra:
+        out += [f'    "{plan.oracle}": ("{reference_mode}", {reference_mode}_mode, {grad_b_text}),']
+        for o, _, _ in plan.extra:
             grad = "True" if o == MAIN or o in own_a else "FUNCTORCH_REQUIRES_GRAD"
             out += [f'    "{o}": ("{REFERENCE_MODES[o]}", {REFERENCE_MODES[o]}_mode, {grad}),']
         out += ["}"]
@@ -303,14 +389,14 @@ def render(
         "SECONDS = {}  # mode name -> seconds its last run took",
         f"SLOW_RATIO, SLOW_SECONDS = {SLOW_RATIO}, {SLOW_SECONDS}  # one side this much slower (and > SLOW_SECONDS): 'slow'",
     ]
-    if exact:
-        out += ["", "", f"def fd_mode({xs}):", f"    return {fd_expr}({xs})"]
+    if plan.exact:
+        out += ["", "", f"def fd_mode({xs}):", f"    return {plan.fd_expr}({xs})"]
     else:
         out += ["", "", "fd_mode = None  # derivative rules deliberately not exact: no finite-difference triage"]
     for name in _VERDICT + _RUNTIME:
-        out += ["", "", lib[name]]
+        out += ["", "", plan.lib[name]]
     out += ["", "", 'if __name__ == "__main__":', "    sys.exit(main())", ""]
-    return "\n".join(out)
+    return out
 
 
 #: What a promise repro's assertion says (NOTE [promises]); verification looks for it.

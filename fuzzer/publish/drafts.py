@@ -98,13 +98,13 @@ def _alternate_skeleton(bucket: BucketData) -> tuple[str, ...] | None:
         case = case_from_json(json.loads((bucket.path / "case.json").read_text(encoding="utf-8")))
     except (OSError, ValueError, KeyError, TypeError):  # CaseError is a ValueError
         return None
-    alt = alternate_stack(case, bucket.summary["oracle"])
+    alt = alternate_stack(case, bucket.oracle)
     return None if alt is None else tuple(t.name for t in alt)
 
 
 def sides(bucket: BucketData) -> Sides:
-    skeleton = tuple(bucket.summary.get("transforms") or ())
-    oracle = bucket.summary["oracle"]
+    skeleton = bucket.transforms
+    oracle = bucket.oracle
     a = stack_expr(skeleton)
     if oracle == MAIN:
         words = (transform_kind(t).twin_words for t in skeleton)  # NOTE [transform table]
@@ -143,7 +143,7 @@ def _title_core(
     """(what disagrees, an optional "where the other side works"); ``quote``: side names in backticks;
     ``err``: characters of the error message, and whether to name its type; ``compact``: fewer words."""
     s = Sides(f"`{sides_.a}`", f"`{sides_.b}`", sides_.b_skeleton) if quote else sides_
-    verdict = bucket.summary["verdict"]
+    verdict = bucket.verdict
     fp = bucket_fingerprint(bucket)
     err = short_error(fp, err[0], with_type=err[1]) if fp else "an error"
     if verdict == "value_mismatch":
@@ -183,7 +183,7 @@ def title(bucket: BucketData, s: Sides | None = None) -> str:
     the most detailed wording that fits. Essential features are kept longest, then the error message
     (and wordier phrasings), then "where the other side works"."""
     s = s or sides(bucket)
-    features = list(bucket.summary.get("signature_features") or ())
+    features = list(bucket.signature_features)
     plain = plain_forward(bucket)
     if plain:  # NOTE [plain forward]: no Function in the repro, its features say nothing
         features = []
@@ -211,28 +211,28 @@ def labels(bucket: BucketData, s: Sides | None = None) -> list[str]:
     the finite-difference triage; on either side when it is not known): a Function that merely has a jvp
     rule, or a jacfwd on the side that is right, does not make the bug forward AD's."""
     s = s or sides(bucket)
-    compiled = bucket.summary.get("compile") or (bucket.record or {}).get("compile")
-    if bucket.summary.get("oracle") == COMPILED and compiled:  # NOTE [compiled mode]: triaged by backend
+    compiled = bucket.compile
+    if bucket.oracle == COMPILED and compiled:  # NOTE [compiled mode]: triaged by backend
         result = [LABEL_PT2, LABELS_BACKEND[compiled["backend"]]]
         if compiled.get("autograd"):
             result.append(LABEL_COMPILED_AUTOGRAD)
-        if set(bucket.summary.get("transforms") or ()) - {"autograd_grad"} and compiled["placement"] != "plain":
+        if set(bucket.transforms) - {"autograd_grad"} and compiled["placement"] != "plain":
             result.append(LABEL_FUNCTORCH)
-        if bucket.summary["verdict"] in ("value_mismatch", "structure_mismatch"):
+        if bucket.verdict in ("value_mismatch", "structure_mismatch"):
             result.append(LABEL_SILENT)
         return result
-    if bucket.summary.get("oracle") == CHECKPOINT:  # NOTE [checkpoint mode]: checkpointing's, and autograd's
+    if bucket.oracle == CHECKPOINT:  # NOTE [checkpoint mode]: checkpointing's, and autograd's
         result = [LABEL_CHECKPOINT, LABEL_AUTOGRAD]
-        if bucket.summary["verdict"] in ("value_mismatch", "structure_mismatch"):
+        if bucket.verdict in ("value_mismatch", "structure_mismatch"):
             result.append(LABEL_SILENT)
         return result
-    a, b = set(bucket.summary.get("transforms") or ()), set(s.b_skeleton)
-    triage = bucket.summary.get("triage") or (bucket.record or {}).get("triage")
+    a, b = set(bucket.transforms), set(s.b_skeleton)
+    triage = bucket.triage
     transforms = a if triage == "functorch_wrong" else b if triage == "reference_wrong" else a | b
     result = [LABEL_FUNCTORCH, LABEL_AUTOGRAD]  # side A is always torch.func, the Function is autograd's
     if transforms & set(FORWARD_MODE_TRANSFORMS):
         result.append(LABEL_FORWARD_AD)
-    if bucket.summary["verdict"] in ("value_mismatch", "structure_mismatch"):
+    if bucket.verdict in ("value_mismatch", "structure_mismatch"):
         result.append(LABEL_SILENT)
     return result
 
@@ -246,14 +246,14 @@ def _block(text: str, lang: str = "") -> list[str]:
 
 
 def _expected(bucket: BucketData, s: Sides) -> str:
-    verdict = bucket.summary["verdict"]
+    verdict = bucket.verdict
     record = bucket.record or {}
     if verdict == "value_mismatch":
         text = (
             "Both sides compute the same mathematics, so they should return the same values (within "
             "`torch.testing.assert_close` tolerances)."
         )
-        triage = record.get("triage") or bucket.summary.get("triage")
+        triage = record.get("triage") or bucket.triage
         if triage in TRIAGE_TEXT:
             text += " " + TRIAGE_TEXT[triage].format(a=f"`{s.a}` (torch.func)", b=f"`{s.b}`")
         else:
@@ -306,7 +306,7 @@ def _observed(bucket: BucketData, s: Sides) -> list[str]:
 
 
 def _also_seen(bucket: BucketData) -> list[str]:
-    stacks = bucket.summary.get("stacks") or {}
+    stacks = bucket.stacks
     if not stacks:
         return []
     lines = ["", "**Also seen under** (oracle: transform stack, outermost first → hits):", ""]
@@ -327,8 +327,8 @@ def draft(bucket: BucketData, run: RunData, env: str, known: tuple[KnownIssue, .
     (default: :mod:`.upstream`'s), for the related issues it names."""
     s = sides(bucket)
     record = bucket.record or {}
-    oracle = bucket.summary["oracle"]
-    features = list(bucket.summary.get("signature_features") or ())
+    oracle = bucket.oracle
+    features = list(bucket.signature_features)
     core, works = _title_core(bucket, s, quote=True)
     what = _feature_clause(features).removeprefix("for ")
     if plain_forward(bucket):  # NOTE [plain forward]
@@ -365,7 +365,7 @@ def draft(bucket: BucketData, run: RunData, env: str, known: tuple[KnownIssue, .
         "",
         LABELS_PREFIX + ", ".join(f"`{label}`" for label in labels(bucket, s)),
         "",
-        f"<sub>affuzz bucket `{bucket.id}`, signature `{bucket.summary.get('signature', '')}`</sub>",
+        f"<sub>affuzz bucket `{bucket.id}`, signature `{bucket.signature_text}`</sub>",
         "",
     ]
     return "\n".join(lines)
@@ -394,7 +394,7 @@ def _index(
     ]
     if written:
         lines += ["| draft | verdict | title |", "|---|---|---|"]
-        lines += [f"| [{b.id}.md]({b.id}.md) | {b.summary['verdict']} | {_cell(t)} |" for b, t in written]
+        lines += [f"| [{b.id}.md]({b.id}.md) | {b.verdict} | {_cell(t)} |" for b, t in written]
         lines.append("")
     if known:
         lines += ["Known upstream (no draft):", ""]
@@ -405,7 +405,7 @@ def _index(
         lines += [f"- `{b.id}`: related: {k.ref} {k.issue} ({k.state_text}; {k.summary})" for b, k in related]
         lines.append("")
     if others:
-        lines += ["Not drafted (not verified): " + ", ".join(f"`{b.id}` ({b.summary.get('status')})" for b in others)]
+        lines += ["Not drafted (not verified): " + ", ".join(f"`{b.id}` ({b.status})" for b in others)]
         lines.append("")
     return "\n".join(lines)
 

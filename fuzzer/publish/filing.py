@@ -163,8 +163,8 @@ def _phrase(message: str) -> str:
 
 
 def _terms(bucket: BucketData) -> list[str]:
-    transforms = [TRANSFORM_TERMS.get(t, t) for t in bucket.summary.get("transforms") or ()]
-    terms = (feature(f).search_term for f in bucket.summary.get("signature_features") or ())  # NOTE [feature tags]
+    transforms = [TRANSFORM_TERMS.get(t, t) for t in bucket.transforms]
+    terms = (feature(f).search_term for f in bucket.signature_features)  # NOTE [feature tags]
     features = [t for t in terms if t is not None]
     return list(dict.fromkeys(["autograd.Function", *transforms, *features]))
 
@@ -273,7 +273,7 @@ def plan(out: Path, repo: str, *, known: tuple[KnownIssue, ...] | None = None) -
             result.skipped.append(
                 Skip(
                     b.id,
-                    f"not verified ({b.summary.get('status', '?')}): only findings whose repro reproduced are filed",
+                    f"not verified ({b.status or '?'}): only findings whose repro reproduced are filed",
                 )
             )
             continue

@@ -42,7 +42,7 @@ def bucket_fingerprint(bucket: BucketData) -> str:
     record = bucket.record or {}
     if record.get("error"):
         return str(record["error"])
-    sig = str(bucket.summary.get("signature", ""))
+    sig = bucket.signature_text
     return sig.split("|", 1)[1] if sig.startswith(("error|", "torch_bug_error|")) else ""
 
 
@@ -63,7 +63,7 @@ def _shows(summary: str, fingerprint: str) -> bool:
 
 def raising_sides(bucket: BucketData) -> tuple[bool, bool]:
     """Which sides raised (A, B), from the verdict or, for a torch-bug error, from what they printed."""
-    verdict = bucket.summary["verdict"]
+    verdict = bucket.verdict
     if verdict == "error_functorch_only":
         return True, False
     if verdict == "error_reference_only":

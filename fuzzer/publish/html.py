@@ -226,9 +226,7 @@ def _events(run: RunData, limit: int = 50) -> list[dict[str, Any]]:
 def render_html(run: RunData) -> str:
     """The report page for ``run``: one self-contained HTML document."""
     state, note, updated = _state(run)
-    buckets = sorted(
-        run.buckets, key=lambda b: STATUS_ORDER.get("verified" if b.verified else b.summary.get("status"), 3)
-    )
+    buckets = sorted(run.buckets, key=lambda b: STATUS_ORDER.get("verified" if b.verified else b.status, 3))
     return (
         _env()
         .get_template("report.html.j2")

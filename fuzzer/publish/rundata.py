@@ -37,7 +37,49 @@ class BucketData:
 
     @property
     def verified(self) -> bool:
-        return self.summary.get("status") == "verified" and self.record is not None
+        return self.status == "verified" and self.record is not None
+
+    # typed views of the summary's fields (what the publish layer reads)
+    @property
+    def verdict(self) -> str:
+        return str(self.summary["verdict"])
+
+    @property
+    def oracle(self) -> str:
+        return str(self.summary["oracle"])
+
+    @property
+    def status(self) -> str | None:
+        return self.summary.get("status")
+
+    @property
+    def signature_text(self) -> str:
+        return str(self.summary.get("signature", ""))
+
+    @property
+    def transforms(self) -> tuple[str, ...]:
+        """The stack's transform names, outermost first."""
+        return tuple(self.summary.get("transforms") or ())
+
+    @property
+    def signature_features(self) -> tuple[str, ...]:
+        """The features essential to the bug (NOTE [signatures])."""
+        return tuple(self.summary.get("signature_features") or ())
+
+    @property
+    def stacks(self) -> dict[str, int]:
+        """Every ``oracle: stack`` the bucket was hit under, with its hits."""
+        return dict(self.summary.get("stacks") or {})
+
+    @property
+    def compile(self) -> dict[str, Any] | None:
+        """NOTE [compiled mode]: how its repro calls torch.compile (summary, else finding.json)."""
+        return self.summary.get("compile") or (self.record or {}).get("compile")
+
+    @property
+    def triage(self) -> str | None:
+        """The finite-difference triage label (summary, else finding.json)."""
+        return self.summary.get("triage") or (self.record or {}).get("triage")
 
 
 @dataclass

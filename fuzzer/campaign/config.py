@@ -53,13 +53,13 @@ class CampaignConfig:
         self, slot: int, *, coverage: dict[str, Any] | None, database: str | None, campaign_seconds: float
     ) -> WorkerInit:
         """What a worker of slot ``slot`` starts with: this configuration's part of it, and the campaign's
-        steering coverage, example database and elapsed seconds so far."""
+        steering coverage (None without steering), example database and elapsed seconds so far."""
         return WorkerInit(
             slot=slot,
             seed=self.seed,
             strategy_kwargs=self.strategy_kwargs,
             case_timeout=self.case_timeout,
-            coverage=coverage if self.steer else None,
+            coverage=coverage,
             steer=self.steer,
             steer_by=self.steer_by,
             recycle_cases=self.recycle_cases,

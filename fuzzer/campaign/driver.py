@@ -155,9 +155,8 @@ class Campaign(WorkerDeaths, FindingIntake):
     def _init(self, slot: Slot) -> WorkerInit:
         c = self.config
         database = None if c.ray else database_dir(c.out)
-        return c.worker_init(
-            slot.index, coverage=self.coverage.to_json(), database=database, campaign_seconds=self.stats.elapsed
-        )
+        coverage = self.coverage.to_json() if c.steer else None
+        return c.worker_init(slot.index, coverage=coverage, database=database, campaign_seconds=self.stats.elapsed)
 
     def _start(self, slot: Slot) -> None:
         init = self._init(slot)

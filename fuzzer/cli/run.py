@@ -13,7 +13,7 @@ from .. import __version__
 from ..gen.compiled import DEFAULT_SHARE
 from ..gen.coverage import STEER_BY
 from ..gen.modes import DEFAULT_SHARE as CHECKPOINT_SHARE
-from ..gen.modes import MODE_NAMES, UnknownMode, parse_modes
+from ..gen.modes import MODE_NAMES, MODES, UnknownMode, parse_modes
 from ..gen.swarm import SLICE
 from ..triage.shrink import DEFAULT_BUDGET
 from .common import EXIT_OK, UsageError, count, duration, fraction, positive_int, seed_int, share
@@ -157,8 +157,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=modes_arg,
         default=MODE_NAMES,
         metavar="M,M",
-        help=f"the modes switched on, comma-separated: {', '.join(MODE_NAMES)} (default: all; 'none': the "
-        "torch.func oracles alone); each mode's oracle is not_applicable where this torch lacks its API",
+        help="the modes switched on, comma-separated: "
+        + "; ".join(f"{m.name} ({m.doc}{', its share: ' + m.share_option if m.share_option else ''})" for m in MODES)
+        + " (default: all; 'none': the torch.func oracles alone); each mode's oracle is not_applicable where this "
+        "torch lacks its API",
     )
     run.add_argument(
         "--checkpoint-share",

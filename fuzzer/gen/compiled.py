@@ -30,6 +30,7 @@ import random
 from dataclasses import replace
 
 from ..ir.case import COMPILE_PLACEMENTS, Case, Compile
+from .modes import ModeShare
 
 #: What one compiled case costs in torch.func cases, about (measured on torch 2.13: a case 1-6 ms, a
 #: Dynamo compile 50-500 ms): the by-position rule runs ``share / COST_RATIO`` of the cases compiled.
@@ -51,41 +52,30 @@ def compile_at(seed: int, slot: int, k: int, *, inductor: bool = True, autograd:
     return Compile(backend, fullgraph, placement, autograd=with_autograd)
 
 
-class CompileShare:
+class CompileShare(ModeShare):
     """NOTE [compile share]: decides, case by case, which cases of one worker's stream run compiled."""
+
+    key = "compile"
+    cost_ratio = COST_RATIO
 
     def __init__(
         self, seed: int, slot: int, share: float, *, by: str = "time", elapsed: float = 0.0, autograd: bool = False
     ) -> None:
-        if not 0.0 <= share < 1.0:
-            raise ValueError(f"share must be in [0, 1), not {share!r}")
-        self.seed, self.slot, self.share, self.by = seed, slot, share, by
+        super().__init__(seed, slot, share, by=by)
         self.autograd = autograd  # the mode compiled_autograd is on (NOTE [modes])
         self.elapsed = elapsed  # campaign seconds before this worker started (resume, restarts)
-        self.compiled_seconds = 0.0  # what running cases compiled cost, all of it (NOTE [worker time])
-        self.loop_seconds = 0.0  # of the whole fuzz loop (every case's iteration, triage apart)
-        self.compiled_cases = 0
+
+    @property
+    def compiled_seconds(self) -> float:
+        return self.seconds
+
+    @property
+    def compiled_cases(self) -> int:
+        return self.cases
 
     def attach(self, case: Case, k: int, campaign_seconds: float) -> Case:
         """``case`` with the ``compile`` it runs with, where it is its turn; else ``case`` unchanged."""
-        if self.share <= 0.0 or case.compile is not None:
-            return case
-        if self.by == "cases":
-            if random.Random(f"{self.seed}/{self.slot}/compile-turn/{k}").random() >= self.share / COST_RATIO:
-                return case
-        elif self.compiled_seconds > self.share * self.loop_seconds:
+        if case.compile is not None or not self.turn(k):
             return case
         inductor = campaign_seconds >= INDUCTOR_AFTER
         return replace(case, compile=compile_at(self.seed, self.slot, k, inductor=inductor, autograd=self.autograd))
-
-    def record(self, loop_seconds: float, compiled_seconds: float) -> None:
-        """After a case: the seconds of its fuzz-loop iteration, and of them what running it compiled cost
-        (0 where it did not run compiled; NOTE [worker time])."""
-        self.loop_seconds += loop_seconds
-        self.compiled_seconds += compiled_seconds
-        self.compiled_cases += compiled_seconds > 0
-
-    @property
-    def used(self) -> float:
-        """The share of this worker's fuzz-loop time compiled cases took so far."""
-        return self.compiled_seconds / self.loop_seconds if self.loop_seconds else 0.0

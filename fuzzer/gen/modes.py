@@ -77,34 +77,54 @@ def checkpoint_at(seed: int, slot: int, k: int) -> Checkpoint:
     return Checkpoint(kind, next(p for p, upto in _PLACEMENTS if roll < upto))
 
 
-class CheckpointShare:
-    """NOTE [modes]: decides, case by case, which cases of one worker's stream run checkpointed."""
+class ModeShare:
+    """NOTE [modes]: decides, case by case, whether a case of one worker's stream runs in a mode: while what
+    the mode's cases cost stays within ``share`` of the worker's fuzz-loop time (``by="time"``), or, by
+    position alone (``by="cases"``), where the position's own random number falls below ``share /
+    cost_ratio``. Subclasses say what running in the mode means (``attach``)."""
+
+    #: names the position's random stream (``{seed}/{slot}/{key}-turn/{k}``)
+    key = ""
+    #: what a case in the mode costs, in cases (the by-position rule's divisor)
+    cost_ratio = 1.0
 
     def __init__(self, seed: int, slot: int, share: float, *, by: str = "time") -> None:
         if not 0.0 <= share < 1.0:
             raise ValueError(f"share must be in [0, 1), not {share!r}")
         self.seed, self.slot, self.share, self.by = seed, slot, share, by
-        self.seconds = 0.0  # what running cases checkpointed cost
-        self.loop_seconds = 0.0
+        self.seconds = 0.0  # what running cases in the mode cost, all of it (NOTE [worker time])
+        self.loop_seconds = 0.0  # of the whole fuzz loop (every case's iteration, triage apart)
         self.cases = 0
 
-    def attach(self, case: Case, k: int) -> Case:
-        """``case`` with the ``checkpoint`` it runs with, where it is its turn; else ``case`` unchanged."""
-        if self.share <= 0.0 or case.checkpoint is not None:
-            return case
+    def turn(self, k: int) -> bool:
+        """Whether the case at position ``k`` runs in the mode."""
+        if self.share <= 0.0:
+            return False
         if self.by == "cases":
-            if random.Random(f"{self.seed}/{self.slot}/checkpoint-turn/{k}").random() >= self.share / COST_RATIO:
-                return case
-        elif self.seconds > self.share * self.loop_seconds:
-            return case
-        return replace(case, checkpoint=checkpoint_at(self.seed, self.slot, k))
+            return random.Random(f"{self.seed}/{self.slot}/{self.key}-turn/{k}").random() < self.share / self.cost_ratio
+        return self.seconds <= self.share * self.loop_seconds
 
     def record(self, loop_seconds: float, seconds: float) -> None:
-        """After a case: its fuzz-loop seconds, and of them what running it checkpointed cost."""
+        """After a case: the seconds of its fuzz-loop iteration, and of them what running it in the mode cost
+        (0 where it did not run in it; NOTE [worker time])."""
         self.loop_seconds += loop_seconds
         self.seconds += seconds
         self.cases += seconds > 0
 
     @property
     def used(self) -> float:
+        """The share of this worker's fuzz-loop time the mode's cases took so far."""
         return self.seconds / self.loop_seconds if self.loop_seconds else 0.0
+
+
+class CheckpointShare(ModeShare):
+    """NOTE [modes]: which cases of one worker's stream run checkpointed."""
+
+    key = "checkpoint"
+    cost_ratio = COST_RATIO
+
+    def attach(self, case: Case, k: int) -> Case:
+        """``case`` with the ``checkpoint`` it runs with, where it is its turn; else ``case`` unchanged."""
+        if case.checkpoint is not None or not self.turn(k):
+            return case
+        return replace(case, checkpoint=checkpoint_at(self.seed, self.slot, k))

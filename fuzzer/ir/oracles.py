@@ -149,7 +149,7 @@ def side_a_mode(case: Case, oracle: str) -> str:
 
 def apis_needed(case: Case, oracle: str) -> tuple[str, ...]:
     """The torch APIs ``oracle`` needs to run ``case`` (a mode's choices may need more than its row):
-    keys of the torch-side probes in :mod:`fuzzer.judge.torch_state` (API_PROBES)."""
+    keys of the torch-side probes in :mod:`fuzzer.judge.apis` (API_PROBES)."""
     kind = oracle_kind(oracle)
     out = list(kind.apis)
     if kind.mode_field == "compile" and case.compile is not None and case.compile.autograd:

@@ -14,8 +14,9 @@ from .execute import compile_unavailable
 
 
 def _compiled_autograd() -> str | None:
-    if compile_unavailable():
-        return compile_unavailable()
+    why = compile_unavailable()
+    if why:
+        return why
     try:
         import torch._dynamo.compiled_autograd as ca
     except Exception as e:  # noqa: BLE001 (any reason is the reason)

@@ -124,9 +124,15 @@ def function_conditions(case: Case) -> dict[str, bool]:
         and any(j not in fn.non_differentiable for j in case.f.uses),
         "inplace_in_forward": any(n.inplace for n in fn.nodes),  # NOTE [in-place forward]
         "custom_vmap_rule": fn.vmap_rule in ("custom", "custom_wrong"),
-        # something in f modifies a tensor in place: f an output, forward an intermediate, or a dirty input
-        "mutates_in_place": bool(case.f.inplace) or any(n.inplace for n in fn.nodes) or bool(fn.dirty),
+        "mutates_in_place": mutates_in_place(case),
     }
+
+
+def mutates_in_place(case: Case) -> bool:
+    """Something in ``f`` modifies a tensor in place: ``f`` an output, forward an intermediate, or a dirty
+    input."""
+    fn = case.function
+    return bool(case.f.inplace) or any(n.inplace for n in fn.nodes) or bool(fn.dirty)
 
 
 def condition_holds(name: str, function: Mapping[str, bool], side: SideInfo) -> bool:

@@ -41,7 +41,7 @@ from ..ir.validate import validate
 from ..ir.validity import VALUES_ONLY_RULES, SideInfo, repair, rule_conflict, sides, values_meaningless
 from ..ir.verdicts import FINDING_VERDICTS
 from .apis import API_REASONS, first_missing
-from .compare import Limitation, classify, load_registry
+from .compare import Limitation, classify, load_registry, mutates_in_place
 from .execute import Outcome, run_oracles
 
 SUBJECTS = ("torch", "function")
@@ -169,15 +169,10 @@ class Judge:
                     j = twin or Judgement("not_applicable", oracle, rule, outcome=j.outcome)
             elif corrupt is not None and j.verdict in ("value_mismatch", "structure_mismatch"):
                 j = Judgement("not_applicable", oracle, corrupt, outcome=j.outcome)
-            if (
-                oracle == COMPILED and torch_under_test and func_of_compiled(case) and j.verdict in _UNPROMISED
-            ):  # NOTE [torch.func of a compiled function]
-                j = Judgement("expected", oracle, FUNC_OF_COMPILED, outcome=j.outcome)
-            elif oracle == CHECKPOINT and torch_under_test and j.verdict in _UNPROMISED:
-                if sac_inplace_compiled(case):
-                    j = Judgement("expected", oracle, SAC_INPLACE_COMPILED, outcome=j.outcome)
-                elif recomputed_elsewhere(case, both[1]):
-                    j = Judgement("expected", oracle, RECOMPUTED_ELSEWHERE, outcome=j.outcome)
+            if torch_under_test and j.verdict in _UNPROMISED:
+                unpromised = next((n for o, n, holds in UNPROMISED if o == oracle and holds(case, both[1])), None)
+                if unpromised is not None:
+                    j = Judgement("expected", oracle, unpromised, outcome=j.outcome)
             done.append(j)
         return done
 
@@ -219,9 +214,8 @@ def func_of_compiled(case: Case) -> bool:
 def sac_inplace_compiled(case: Case) -> bool:
     """NOTE [selective checkpoint under torch.compile]: a compiled selective checkpoint of a region that
     modifies a tensor in place."""
-    c, fn = case.checkpoint, case.function
-    mutates = bool(case.f.inplace) or any(n.inplace for n in fn.nodes) or bool(fn.dirty)
-    return c is not None and c.kind == "selective" and c.placement == "compiled" and mutates
+    c = case.checkpoint
+    return c is not None and c.kind == "selective" and c.placement == "compiled" and mutates_in_place(case)
 
 
 def recomputed_elsewhere(case: Case, side: SideInfo) -> bool:
@@ -231,6 +225,16 @@ def recomputed_elsewhere(case: Case, side: SideInfo) -> bool:
     if c is None or c.kind not in RECOMPUTING_KINDS:
         return False
     return side.forward_ad or (c.placement == "inside" and side.functorch)
+
+
+#: The comparisons the docs promise nothing of, by oracle, in the order they are tried: (oracle, the
+#: ``expected`` reason, whether it holds for the case and its side B). A disagreement there is
+#: ``expected`` (but torch's own internal errors, hangs and crashes, which stay findings).
+UNPROMISED: tuple[tuple[str, str, Callable[[Case, SideInfo], bool]], ...] = (
+    (COMPILED, FUNC_OF_COMPILED, lambda case, side: func_of_compiled(case)),  # NOTE [torch.func of a compiled function]
+    (CHECKPOINT, SAC_INPLACE_COMPILED, lambda case, side: sac_inplace_compiled(case)),
+    (CHECKPOINT, RECOMPUTED_ELSEWHERE, recomputed_elsewhere),  # NOTE [checkpoint recomputed elsewhere]
+)
 
 
 def judgement_detail(j: Judgement) -> str:

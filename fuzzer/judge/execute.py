@@ -31,7 +31,14 @@ from ..codegen.error_key import dynamo_inner_error, message_key
 from ..codegen.render import render
 from ..ir.case import Case
 from ..ir.oracles import MAIN
-from .torch_state import freeze_heap, release_exception, repair_torch_state, restore_torch_state
+from .torch_state import (
+    drop_guard_finalizers,
+    forget_metric_edits,
+    freeze_heap,
+    release_exception,
+    repair_torch_state,
+    restore_torch_state,
+)
 
 
 @dataclass(frozen=True)
@@ -297,45 +304,7 @@ def reset_compiler() -> None:
     if dynamo is not None:
         dynamo.reset()
         drop_guard_finalizers()
-        _forget_metric_edits(dynamo)
-
-
-# NOTE [guard finalizers]
-# Every ID_MATCH guard Dynamo builds registers ``weakref.finalize(obj, CheckFunctionManager.invalidate)``
-# (torch/_dynamo/guards.py, ``id_ref``) to drop its cache entry when ``obj`` dies. For an object that
-# lives as long as the process (``torch.func.grad``, a module, a torch function) the finalizer, and
-# through it the guard manager with its guards and their user stacks, is never freed, ``torch._dynamo.reset()``
-# or not: measured on torch 2.13, repeated shrinks of compiled findings kept ~700 finalizers and ~1,900
-# StackSummary objects per 45 compiled runs, and a worker grew ~0.3 MiB per compiled run (+47 % in a
-# 30-minute campaign). After a reset there is no cache entry left to invalidate, so the finalizers are
-# detached then. Dynamo's MetricsContext keeps a traceback per metric edit forever: emptied there too.
-
-
-def _forget_metric_edits(dynamo: Any) -> None:
-    """NOTE [guard finalizers]: the same for Dynamo's thread-local ``MetricsContext``, which appends a
-    ``CapturedTraceback`` to ``_edits`` for every metric it sets and never clears the list (torch 2.13 and
-    2.14.1): emptied between compiles, when no compile is in progress."""
-    get = getattr(getattr(dynamo, "utils", None), "get_metrics_context", None)
-    ctx = get() if get is not None else None
-    edits = getattr(ctx, "_edits", None)
-    if isinstance(edits, list) and not ctx.in_progress():
-        edits.clear()
-
-
-def drop_guard_finalizers() -> int:
-    """Detach the ``CheckFunctionManager.invalidate`` finalizers left after a Dynamo reset (NOTE [guard
-    finalizers]); returns how many."""
-    import weakref
-
-    dropped = 0
-    for fin in list(getattr(weakref.finalize, "_registry", {})):
-        info = fin.peek()
-        func = info[1] if info is not None else None
-        bound = getattr(func, "func", None)  # functools.partial(manager.invalidate, obj_str=...)
-        if getattr(bound, "__qualname__", "") == "CheckFunctionManager.invalidate":
-            fin.detach()
-            dropped += 1
-    return dropped
+        forget_metric_edits(dynamo)
 
 
 def run_source(source: str, name: str = "<affuzz case>", *, timeout: float | None = None) -> Outcome:

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from fuzzer.ir.case import (
     DTYPES,
+    FUNCTION_STYLES,
     FUNCTORCH_TRANSFORMS,
-    STYLES,
     Case,
     Checkpoint,
     Compile,
@@ -63,7 +63,7 @@ def cases(
     max_depth: int = 3,
     transforms: Sequence[str] = FUNCTORCH_TRANSFORMS,
     outer_autograd: bool | None = None,
-    styles: Sequence[str] = STYLES,
+    styles: Sequence[str] = FUNCTION_STYLES,
     vmap_rules: Sequence[str] = ("none", "generate", "custom"),
     dtypes: Sequence[str] = DTYPES,
     max_cost: int = 256,
@@ -113,7 +113,7 @@ def case_groups(
     max_depth: int = 3,
     transforms: Sequence[str] = FUNCTORCH_TRANSFORMS,
     outer_autograd: bool | None = None,
-    styles: Sequence[str] = STYLES,
+    styles: Sequence[str] = FUNCTION_STYLES,
     vmap_rules: Sequence[str] = ("none", "generate", "custom"),
     dtypes: Sequence[str] = DTYPES,
     max_cost: int = 256,

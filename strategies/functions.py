@@ -55,6 +55,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from fuzzer.ir.case import (
+    FUNCTION_STYLES,
     GRAD_RULES,
     INPLACE_OPS,
     MAX_DIM_SIZE,
@@ -66,7 +67,6 @@ from fuzzer.ir.case import (
     POW_EXPONENTS,
     SCALAR_OPS,
     STRAIGHT_THROUGH_OPS,
-    STYLES,
     VMAP_RULES,
     FunctionDef,
     Node,
@@ -163,7 +163,7 @@ def functions(
     max_inputs: int = 3,
     max_outputs: int = 3,
     max_nodes: int = 4,
-    styles: Sequence[str] = STYLES,
+    styles: Sequence[str] = FUNCTION_STYLES,
     vmap_rules: Sequence[str] = ("none", "generate", "custom"),
     features: Collection[str] | None = None,
     ops: Collection[str] | None = None,
@@ -192,7 +192,7 @@ def functions(
     check_int_range("max_outputs", max_outputs, 1, MAX_OUTPUTS)
     check_int_range("max_nodes", max_nodes, 1, MAX_NODES)
     op_order = OP_ORDER if ops is None else tuple(o for o in OP_ORDER if o in check_subset("ops", ops, OP_ORDER))
-    styles = check_subset("styles", styles, STYLES)
+    styles = check_subset("styles", styles, FUNCTION_STYLES)
     vmap_rules = check_subset("vmap_rules", vmap_rules, VMAP_RULES)
     # Legacy-style Functions always raise under torch.func transforms (a documented limitation), so
     # they are drawn 1 time in 16 when both styles are allowed: enough to keep that path exercised.
@@ -201,7 +201,7 @@ def functions(
         styles = tuple(x for x in styles if x != "legacy") or styles
     style_st = (
         st.integers(0, 15).map(lambda v: "legacy" if v == 15 else "setup_context")
-        if set(styles) == set(STYLES)
+        if set(styles) == set(FUNCTION_STYLES)
         else st.sampled_from(styles)
     )
     if "generate_vmap_rule" not in allow or "custom_vmap" not in allow:

@@ -48,6 +48,7 @@ class CampaignConfig:
     compile_share: float = 0.0
     modes: tuple[str, ...] = ("compiled",)  # NOTE [modes]: the modes switched on (affuzz run: all)
     checkpoint_share: float = 0.0  # NOTE [modes]: most of the case time checkpointed cases may take
+    custom_op_share: float = 0.0  # NOTE [modes]: most of the case time custom-op cases may take
 
     def worker_init(
         self, slot: int, *, coverage: dict[str, Any] | None, database: str | None, campaign_seconds: float
@@ -69,6 +70,7 @@ class CampaignConfig:
             compile_share=self.compile_share if "compiled" in self.modes else 0.0,
             modes=self.modes,
             checkpoint_share=self.checkpoint_share,
+            custom_op_share=self.custom_op_share if "custom_op" in self.modes else 0.0,
             campaign_seconds=campaign_seconds,
         )
 
@@ -102,6 +104,7 @@ class CampaignConfig:
             "compile_share": self.compile_share,
             "modes": list(self.modes),
             "checkpoint_share": self.checkpoint_share,
+            "custom_op_share": self.custom_op_share,
             "command": self.command,
         }
 
@@ -216,6 +219,7 @@ class Stats:
         if r.compile is not None:
             self.seconds["loop_compiled"] += r.loop_seconds
             self.seconds["compiled"] += r.compiled_seconds
+        self.seconds["custom_op"] += r.custom_op_seconds  # NOTE [modes]
         self.float32_noise += r.float32_noise
         for oracle, seconds in r.oracle_seconds:
             self.oracle_cases[oracle] += 1

@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..ir.case import Checkpoint, Compile
+from ..ir.custom_op import as_custom_op
 from ..ir.features import features
 from ..ir.oracles import MAIN
 from ..judge.execute import Outcome, Side
@@ -51,19 +52,23 @@ class WorkerDeaths:
             self._untriaged_back(command, triaging, why)
             position = None
             compiled = checkpoint = None
+            custom_op = False
             if triaging is not None:  # the command's triage comes before its cases: none was run
                 reason = f"{why} while triaging a finding"
             elif h.knows_current_case and current is not None and current[0] == "case":
                 position = int(current[1])
                 compiled = current[2] if len(current) > 2 else None  # NOTE [compile share], NOTE [modes]
                 checkpoint = current[3] if len(current) > 3 else None
+                custom_op = bool(current[4]) if len(current) > 4 else False
             elif command.span == 1:
                 position = command.start
             else:  # a Ray actor: re-run the lost positions one case per command to find the culprit
                 slot.careful_until = max(slot.careful_until, command.start + (command.span or command.max_cases))
             if position is not None:
                 slot.skip.add(position)
-                self._crash(slot, position, why, pid, hang=hang, compiled=compiled, checkpoint=checkpoint)
+                self._crash(
+                    slot, position, why, pid, hang=hang, compiled=compiled, checkpoint=checkpoint, custom_op=custom_op
+                )
                 reason = f"{why} at position {position}"
         self._restart(slot, reason)
 
@@ -92,6 +97,7 @@ class WorkerDeaths:
         hang: bool,
         compiled: Compile | None = None,
         checkpoint: Checkpoint | None = None,
+        custom_op: bool = False,
     ) -> None:
         """A worker died (or hung past the limit) on case ``position`` of ``slot`` (run with ``compiled`` and
         ``checkpoint``, its beat said): a crash/hang finding, published only if its repro crashes (hangs)
@@ -99,6 +105,8 @@ class WorkerDeaths:
         case = self._decoder.draw(slot.index, position)
         if case is not None and (compiled is not None or checkpoint is not None):
             case = replace(case, compile=compiled, checkpoint=checkpoint)
+        if case is not None and custom_op:  # NOTE [custom op mode]
+            case = as_custom_op(case) or case
         verdict = "hang" if hang else "crash"
         self.event(verdict, slot=slot.index, pid=pid, position=position, why=why, case=case is not None)
         if case is None:

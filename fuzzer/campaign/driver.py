@@ -42,11 +42,13 @@ from typing import Any
 
 from ..gen.coverage import Coverage
 from ..gen.streams import Decoder, database_dir
+from ..ir.features import features
 from ..ir.files import atomic_write_json
 from ..judge.compare import Limitation, load_registry
 from ..publish.findings import Finding
+from ..publish.upstream import one_bucket_key
 from ..publish.verify import Verifier
-from ..triage.buckets import Bucket, BucketBook
+from ..triage.buckets import Bucket, BucketBook, RawFinding
 from . import numbers, state
 from .config import CampaignConfig, Stats
 from .deaths import WorkerDeaths
@@ -56,6 +58,17 @@ from .protocol import CaseReport, Fuzz, FuzzResult, WorkerInit
 from .schedule import Scheduler, Slot
 from .transport import InProcess, LocalProcess, RayActor, wait
 from .worker import rss_mb
+
+
+def refusal_key(rf: RawFinding) -> str | None:
+    """NOTE [known refusals]: the one bucket a new finding belongs to, where a known bug says so."""
+    return one_bucket_key(
+        fingerprint=rf.fingerprint,
+        verdict=rf.verdict,
+        oracle=rf.oracle,
+        stack=rf.stack,
+        case_features=features(rf.case) if rf.case is not None else (),
+    )
 
 
 class Campaign(WorkerDeaths, FindingIntake):
@@ -75,7 +88,7 @@ class Campaign(WorkerDeaths, FindingIntake):
         self.torch_version = torch.__version__
         self.stats = Stats()
         self.coverage = Coverage()
-        self.book: BucketBook[Finding] = BucketBook(config.family_limit)
+        self.book: BucketBook[Finding] = BucketBook(config.family_limit, one_bucket=refusal_key)
         n = max(1, config.workers)
         self.slots = [Slot(i) for i in range(n)]
         self.scheduler = Scheduler(

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..gen.swarm import SLICE
 from ..ir.case import TRANSFORMS
 from ..ir.features import ALL_FEATURES
-from ..ir.oracles import CHECKPOINT, COMPILED
+from ..ir.oracles import CHECKPOINT, COMPILED, CUSTOM_OP
 from ..ir.verdicts import ALL_VERDICTS
 from ..publish.findings import bucket_row
 from .worker import rss_mb
@@ -165,6 +165,12 @@ def oracles(c: Campaign) -> dict[str, Any]:
         out[COMPILED]["expected_by_limitation"] = dict(s.compiled_limitations)
     if CHECKPOINT in out:
         out[CHECKPOINT]["checkpoint_share"] = c.config.checkpoint_share
+    if CUSTOM_OP in out:  # NOTE [modes]: the whole of a custom-op case is the mode's (it runs instead)
+        op = s.seconds.get("custom_op", 0.0)
+        out[CUSTOM_OP]["custom_op_share"] = c.config.custom_op_share
+        out[CUSTOM_OP]["cases_as_custom_op"] = s.feature_counts.get("custom_op", 0)
+        out[CUSTOM_OP]["mode_core_seconds"] = round(op, 3)
+        out[CUSTOM_OP]["mode_share_of_worker_time"] = round(op / wall, 4) if wall else None
     for key, verdicts in sorted(s.mode_verdicts.items()):  # NOTE [modes]: per configuration of a mode
         oracle = CHECKPOINT if key.startswith("checkpoint:") else COMPILED
         if oracle in out:

@@ -30,6 +30,7 @@ class WorkerInit:
     compile_share: float = 0.0  # NOTE [compile share]: most of the case time the compiled oracle may take
     modes: tuple[str, ...] = ()  # NOTE [modes]: the modes switched on (compiled runs only with compile_share > 0)
     checkpoint_share: float = 0.0  # NOTE [modes]: most of the case time the checkpoint oracle may take
+    custom_op_share: float = 0.0  # NOTE [modes]: most of the case time custom-op cases may take
     campaign_seconds: float = 0.0  # how far into the campaign the worker starts
     own_process: bool = False  # a process to itself: NOTE [frozen heap] in fuzzer.judge.torch_state
 
@@ -69,6 +70,7 @@ class CaseReport:
     compile: Compile | None = None  # how it also ran compiled (NOTE [compile share]); None: it did not
     checkpoint: Checkpoint | None = None  # how it also ran checkpointed (NOTE [modes]); None: it did not
     compiled_seconds: float = 0.0  # of ``seconds``: what running it compiled cost (NOTE [worker time])
+    custom_op_seconds: float = 0.0  # of ``seconds``: what running it as a custom op cost (NOTE [modes])
     compiled_triage_seconds: float = 0.0  # of ``triage_seconds``: the compiled oracle's findings'
 
 

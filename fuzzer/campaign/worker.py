@@ -39,15 +39,17 @@ from typing import Any
 from ..codegen.render import render
 from ..gen.compiled import CompileShare
 from ..gen.coverage import Coverage, Steering
-from ..gen.modes import CheckpointShare
+from ..gen.modes import CheckpointShare, CustomOpShare
 from ..gen.streams import Decoder
 from ..ir.case import CHECKPOINT_COMPILE, Case
+from ..ir.custom_op import as_custom_op
 from ..ir.features import features
 from ..ir.oracles import CHECKPOINT, COMPILED, applicable, without_modes
 from ..ir.verdicts import ERROR_VERDICTS, FINDING_VERDICTS
 from ..judge.execute import COMPILED_TRIAGE, Outcome, triage_source
 from ..judge.judge import NO_COMPILE, Judge, Judgement
 from ..judge.torch_state import freeze_heap, record_torch_state, torch_state_changes
+from ..publish.upstream import one_bucket_key
 from ..triage.buckets import KnownBuckets, RawFinding, error_bucket_id, quick_key
 from ..triage.shrink import Goal, Shrinker
 from ..triage.signature import signature, skeleton
@@ -61,6 +63,15 @@ def rss_mb(pid: int | str = "self") -> float:
             return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
     except (OSError, ValueError, IndexError):
         return 0.0
+
+
+def _with_modes(drawn: Case, like: Case) -> Case:
+    """NOTE [modes]: a case the strategy drew, run in the modes ``like`` runs in (its Function as a custom op
+    where ``like``'s is one and the op can say it)."""
+    drawn = replace(drawn, compile=like.compile, checkpoint=like.checkpoint)
+    if like.function.style == "custom_op":
+        return as_custom_op(drawn) or drawn
+    return drawn
 
 
 class Worker:
@@ -88,6 +99,7 @@ class Worker:
         )
         share = init.checkpoint_share if "checkpoint" in init.modes else 0.0
         self.checkpoints = CheckpointShare(init.seed, init.slot, share, by=init.steer_by)  # NOTE [modes]
+        self.custom_ops = CustomOpShare(init.seed, init.slot, init.custom_op_share, by=init.steer_by)
         self._started = time.monotonic()
         self._triage_left = math.inf  # NOTE [triage share]: seconds of triage the current command may spend
 
@@ -128,11 +140,15 @@ class Worker:
                 continue
             generate += time.perf_counter() - t0
             if not cmd.careful:  # NOTE [compile share], NOTE [modes]
+                case = self.custom_ops.attach(case, pos)
                 case = self.compiles.attach(case, pos, self.init.campaign_seconds + time.monotonic() - self._started)
                 case = self.checkpoints.attach(case, pos)
             # NOTE [worker protocol]: a mode's case names its modes' fields, which the position alone does not
-            modes = case.compile is not None or case.checkpoint is not None
-            self._current = ("case", pos, case.compile, case.checkpoint) if modes else ("case", pos)
+            op = case.function.style == "custom_op"
+            if op:  # NOTE [custom op mode]: reported with the tag of the op it ran as
+                tags = features(case)
+            modes = case.compile is not None or case.checkpoint is not None or op
+            self._current = ("case", pos, case.compile, case.checkpoint, op) if modes else ("case", pos)
             report = self.run(case, pos, tags)
             compiled = checkpointed = 0.0
             if case.checkpoint is not None:  # NOTE [modes]: its own oracle, all of it where nothing else is a mode's
@@ -145,6 +161,8 @@ class Worker:
                 compiled = max(0.0, report.seconds - report.triage_seconds - others)
                 if (COMPILED, "not_applicable", NO_COMPILE) in report.verdicts:
                     self.compiles.share = 0.0  # this torch has no torch.compile: no case is run compiled again
+            # NOTE [modes]: a custom-op case runs instead of the drawn one: all of it is the mode's
+            custom_op = max(0.0, report.seconds - report.triage_seconds - compiled - checkpointed) if op else 0.0
             self.coverage.add(tags, names, report.seconds - compiled - checkpointed)  # NOTE [compile share]
             self.cases_run += 1
             now = time.perf_counter()
@@ -152,6 +170,7 @@ class Worker:
             began = now
             self.compiles.record(loop, compiled + report.compiled_triage_seconds)
             self.checkpoints.record(loop, checkpointed)
+            self.custom_ops.record(loop, custom_op)
             reports.append(
                 replace(
                     report,
@@ -160,6 +179,7 @@ class Worker:
                     compile=case.compile,
                     checkpoint=case.checkpoint,
                     compiled_seconds=compiled,
+                    custom_op_seconds=custom_op,
                 )
             )
             generate = 0.0
@@ -295,6 +315,10 @@ class Worker:
         stack = skeleton(case)
         if quick in self._seen:
             return RawFinding(oracle, verdict, quick, fp, stack)
+        refused = self._refusal(case, verdict, oracle, fp)  # NOTE [known refusals]
+        if refused is not None:
+            self._seen.add(quick)
+            return RawFinding(oracle, verdict, quick, fp, stack, same_as=refused)
         if verdict in ERROR_VERDICTS:
             # NOTE [error buckets]: the bucket is the error's fingerprint; known ones need no ablation
             key = error_bucket_id(verdict, oracle, stack, fp)
@@ -309,11 +333,23 @@ class Worker:
         finally:
             self._triage_left -= time.perf_counter() - start
 
+    def _refusal(self, case: Case, verdict: str, oracle: str, fp: str) -> str | None:
+        """NOTE [known refusals]: the one bucket of the known bug this finding shows, once the book has it."""
+        if verdict not in ERROR_VERDICTS:
+            return None
+        key = one_bucket_key(
+            fingerprint=fp, verdict=verdict, oracle=oracle, stack=skeleton(case), case_features=features(case)
+        )
+        return self.buckets.refusal(key) if key is not None else None
+
     def _triage(self, case: Case, verdict: str, outcome: Outcome, oracle: str, fp: str, quick: str) -> RawFinding:
         """What the book needs of a new finding: a known bucket whose bug it shows (NOTE [signature memo]),
         else its signature, by ablation (NOTE [signatures])."""
         stack = skeleton(case)
         self._seen.add(quick)
+        refused = self._refusal(case, verdict, oracle, fp)  # NOTE [known refusals]
+        if refused is not None:
+            return RawFinding(oracle, verdict, quick, fp, stack, same_as=refused)
         if verdict in ERROR_VERDICTS:
             key = error_bucket_id(verdict, oracle, stack, fp)
             if key in self._error_keys or self.buckets.has(key):
@@ -371,8 +407,9 @@ class Worker:
         verdict = goal.verdict
         if job.budget > 0:
             strategy = self.decoder.strategy(job.position, job.slot)
-            if case.compile is not None or case.checkpoint is not None:  # NOTE [modes]: drawn apart from the bytes
-                strategy = strategy.map(lambda c: replace(c, compile=case.compile, checkpoint=case.checkpoint))
+            op = case.function.style == "custom_op"
+            if case.compile is not None or case.checkpoint is not None or op:  # NOTE [modes]: apart from the bytes
+                strategy = strategy.map(lambda c: _with_modes(c, case))
             result = Shrinker(goal, run, budget=job.budget).shrink(case, strategy=strategy, buffer=job.buffer)
             shrunk, verdict = result.case, result.verdict
             info = {

@@ -13,6 +13,7 @@ from .. import __version__
 from ..gen.compiled import DEFAULT_SHARE
 from ..gen.coverage import STEER_BY
 from ..gen.modes import DEFAULT_SHARE as CHECKPOINT_SHARE
+from ..gen.modes import DEFAULT_SHARE as CUSTOM_OP_SHARE
 from ..gen.modes import MODE_NAMES, MODES, UnknownMode, parse_modes
 from ..gen.swarm import SLICE
 from ..triage.shrink import DEFAULT_BUDGET
@@ -172,6 +173,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "with --steer-by cases, a fixed share of the positions instead",
     )
     run.add_argument(
+        "--custom-op-share",
+        type=fraction,
+        default=CUSTOM_OP_SHARE,
+        metavar="F",
+        help="cases whose Function is written as a torch.library.custom_op instead (every oracle over the op, "
+        "and custom_op_vs_function against its autograd.Function twin; only Functions a custom op can say) take "
+        f"at most this fraction of the fuzzing time (default {CUSTOM_OP_SHARE}); with --steer-by cases, a fixed "
+        "share of the positions instead",
+    )
+    run.add_argument(
         "--recycle-after",
         type=positive_int,
         default=20_000,
@@ -249,6 +260,7 @@ def command(args: argparse.Namespace) -> int:
             compile_share=args.compile_share,
             modes=args.modes,
             checkpoint_share=args.checkpoint_share,
+            custom_op_share=args.custom_op_share,
         )
     if config.ray:
         try:

@@ -40,6 +40,7 @@ HELPER_ORDER = (
     "hooked_copy",
     "on_cpu",
     "compiled_autograd",
+    "opchecked",
 )
 #: NOTE [checkpoint mode]: the helper (fuzzer/codegen/repro_modes.py) that wraps ``f`` for each kind.
 CHECKPOINT_HELPERS = {
@@ -183,6 +184,15 @@ def checkpointed_stack(stack: tuple[Transform, ...], sums: list[bool], n: int, c
     return expr, names | {helper}
 
 
+def opchecked_side(case: Case) -> tuple[str, set[str]]:
+    """NOTE [custom op mode]: the create_graph side where each call of ``f`` first runs torch.library.opcheck on
+    the custom op, with the arguments ``f`` gives it (the script's ``op_args``)."""
+    expr, names = compose_stack(
+        case.transforms, needs_sum(case), case.function.n_inputs, "create_graph", inner="opchecked(f)"
+    )
+    return expr, names | {"opchecked"}
+
+
 #: NOTE [oracle table]: side B's expression for each recipe.
 _SIDE_B = {
     "twins": lambda case, oracle: compose(case, "create_graph"),
@@ -190,6 +200,11 @@ _SIDE_B = {
     "alternate": lambda case, oracle: compose(reference_case(case, oracle), "functorch"),
     "compiled": lambda case, oracle: compiled_side(case),
     "checkpointed": checkpointed_side,
+    "opcheck": lambda case, oracle: opchecked_side(case),
+    # NOTE [custom op mode]: side A's stack over the op's autograd.Function twin
+    "function_twin": lambda case, oracle: compose_stack(
+        case.transforms, needs_sum(case), case.function.n_inputs, side_a_mode(case, oracle), inner="f_function"
+    ),
 }
 
 

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import ast
 import functools
+import hashlib
 import re
 import threading
+from dataclasses import replace
 from typing import Any
 
 from ..ir.case import NON_TENSOR_OUTPUT, FunctionDef
@@ -112,6 +114,57 @@ def _class_lines_of(fn: FunctionDef, base: tuple[int, ...], dtype: str) -> tuple
     """:func:`_class_lines`, once per Function: a campaign's group of cases shares one (NOTE [case groups]
     in strategies/cases.py), and the shrinker and ablation render one Function many times."""
     return tuple(_class_lines(fn, base, dtype))
+
+
+#: The Python name of a custom-op Function's op in a script (NOTE [custom op mode] in fuzzer/ir/custom_op.py).
+OP_NAME = "op"
+#: The namespace the op is registered in.
+OP_NAMESPACE = "affuzz"
+
+
+def render_custom_op(
+    fn: FunctionDef, base: tuple[int, ...], dtype: str = "float64", *, compact: bool = False
+) -> list[str]:
+    """The lines that define ``fn`` as a ``torch.library.custom_op`` named ``op`` (NOTE [custom op mode] in
+    fuzzer/ir/custom_op.py): the Function's setup_context form, its forward the op's implementation,
+    ``setup_context`` and ``backward`` registered with ``register_autograd``, a hand-written vmap rule
+    (calling the op per sample) with ``register_vmap``, and a fake implementation (every output has the
+    base shape). The op's name in ``torch.ops`` is ``affuzz::op_<hash of its source>``: two different ops
+    never share a name, and the same op registered again replaces itself."""
+    cls = render_function(replace(fn, style="setup_context"), base, dtype, compact=compact)
+    digest = hashlib.sha1("\n".join(_class_lines_of(replace(fn, style="setup_context"), base, dtype)).encode())
+    name = f"{OP_NAMESPACE}::{OP_NAME}_{digest.hexdigest()[:8]}"
+    blocks: list[list[str]] = [[]]
+    for line in cls[1:]:
+        if line == "":
+            blocks.append([])
+        elif line != "    @staticmethod":
+            blocks[-1].append(line[4:])
+    tensors = [f"x{i}: torch.Tensor" for i in range(fn.n_inputs)]
+    floats = [f"s{i}: float" for i in range(len(fn.scalars))]
+    n_out = len(fn.outputs)
+    returns = "torch.Tensor" if n_out == 1 else f"tuple[{', '.join(['torch.Tensor'] * n_out)}]"
+    out: list[str] = []
+    for block in blocks:
+        head, body = block[0], block[1:]
+        method = re.match(r"def (\w+)\(", head)
+        assert method is not None, head
+        if method.group(1) == "forward":
+            out += [
+                f'@torch.library.custom_op("{name}", mutates_args=())',
+                f"def {OP_NAME}({', '.join(tensors + floats)}) -> {returns}:",
+                *body,
+            ]
+        else:
+            renamed = head.replace(f"def {method.group(1)}(", f"def {OP_NAME}_{method.group(1)}(", 1)
+            out += ["", "", renamed, *[line.replace(f"{CLASS_NAME}.apply(", f"{OP_NAME}(") for line in body]]
+    args = ", ".join(f"x{i}" for i in range(fn.n_inputs)) + "".join(f", s{i}" for i in range(len(fn.scalars)))
+    empty = ", ".join(["torch.empty_like(x0)"] * n_out)
+    out += ["", "", f"@{OP_NAME}.register_fake", f"def _({args}):", f"    return {empty}", ""]
+    out.append(f"{OP_NAME}.register_autograd({OP_NAME}_backward, setup_context={OP_NAME}_setup_context)")
+    if fn.vmap_rule != "none":
+        out.append(f"{OP_NAME}.register_vmap({OP_NAME}_vmap)")
+    return out
 
 
 def render_plain_forward(fn: FunctionDef) -> list[str] | None:

@@ -10,11 +10,13 @@ two sides disagree.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..ir.case import Case
+from ..ir.custom_op import function_twin
 from ..ir.features import derivatives_exact
-from ..ir.oracles import COMPILED, MAIN, REFERENCE_MODES, side_a_mode
+from ..ir.oracles import COMPILED, CUSTOM_OP_ORACLES, MAIN, OPCHECK, REFERENCE_MODES, side_a_mode
 from ..ir.shapes import needs_sum, output_shapes
 from .compose import (
     HELPER_ORDER,
@@ -24,7 +26,7 @@ from .compose import (
     reference_side,
     scalar_levels,
 )
-from .function import CLASS_NAME, render_function, render_plain_forward
+from .function import CLASS_NAME, OP_NAME, render_custom_op, render_function, render_plain_forward
 from .parts import Expect, input_exprs, input_lines, lib_sources
 from .short_forms import compact_tail, helpers_in, short_sources, side_forms
 
@@ -58,20 +60,22 @@ SLOW_RATIO = 50
 SLOW_SECONDS = 1.0
 
 
-def _f(case: Case, *, compact: bool = False, plain: bool = False) -> list[str]:
+def _f(case: Case, *, compact: bool = False, plain: bool = False, call: str = "", name: str = "f") -> list[str]:
     """``f``, the function of the inputs the transforms see; ``compact`` (published repros): the bare
     ``Fn.apply`` where that is all it is; ``plain``: calling the plain ``forward`` instead (NOTE [plain
-    forward])."""
-    if plain:
-        return [line.replace(f"{CLASS_NAME}.apply", "forward") for line in _f(case, compact=compact)]
+    forward]); ``call``: calling that instead of ``Fn.apply`` (the custom op); ``name``: the function's name."""
+    if plain or call or name != "f":
+        lines = _f(case, compact=compact)
+        lines = [
+            line.replace(f"{CLASS_NAME}.apply", "forward" if plain else call or f"{CLASS_NAME}.apply") for line in lines
+        ]
+        return [re.sub(r"^(def )?f\b", rf"\g<1>{name}", lines[0]), *lines[1:]]
     fn = case.function
     xs = ", ".join(f"x{i}" for i in range(fn.n_inputs))
     os_ = [f"o{j}" if j in case.f.uses or j in case.f.inplace else "_" for j in range(len(fn.outputs))]
     os_ += ["n"] if fn.non_tensor_output else []
     lhs = os_[0] if len(os_) == 1 else ", ".join(os_)
-    passed = case.f.apply_args or tuple(range(fn.n_inputs))  # NOTE [aliased inputs]
-    tensors = [f"x{i}.clone()" if i in fn.dirty else f"x{i}" for i in passed]
-    apply_args = ", ".join(tensors + [repr(float(v)) for v in fn.scalars])
+    apply_args = _apply_args(case)
     inplace = [f"o{j}.mul_(2)" for j in case.f.inplace]
     if inplace and case.f.inplace_no_grad:
         inplace = ["with torch.no_grad():", *[f"    {line}" for line in inplace]]
@@ -95,6 +99,21 @@ def _f(case: Case, *, compact: bool = False, plain: bool = False) -> list[str]:
         *[f"    {line}" for line in inplace],
         f"    return {ret}",
     ]
+
+
+def _apply_args(case: Case) -> str:
+    """What ``f`` passes to ``Fn.apply`` (or the custom op): its tensors, then the Python floats."""
+    fn = case.function
+    passed = case.f.apply_args or tuple(range(fn.n_inputs))  # NOTE [aliased inputs]
+    tensors = [f"x{i}.clone()" if i in fn.dirty else f"x{i}" for i in passed]
+    return ", ".join(tensors + [repr(float(v)) for v in fn.scalars])
+
+
+def _op_args(case: Case) -> list[str]:
+    """NOTE [custom op mode]: ``op_args``, the arguments ``f`` gives the custom op (what opcheck checks)."""
+    xs = ", ".join(f"x{i}" for i in range(case.function.n_inputs))
+    args = _apply_args(case)
+    return [f"def op_args({xs}):  # what f passes to the op", f"    return ({args}{',' if ', ' not in args else ''})"]
 
 
 def _outcome(case: Case) -> list[str]:
@@ -188,6 +207,7 @@ class _Plan:
     short: bool
     a_grad: bool  # side A's inputs require grad
     functorch_grad: bool  # the stack has an outer plain autograd level
+    twin: bool = False  # NOTE [custom op mode]: the script also defines the op's autograd.Function twin
 
     @property
     def full(self) -> bool:
@@ -258,6 +278,7 @@ def _plan(case: Case, oracle: str, style: str, also: tuple[str, ...], expect: Ex
         short=short,
         a_grad=functorch_grad or a_mode == "create_graph",
         functorch_grad=functorch_grad,
+        twin=bool(set(CUSTOM_OP_ORACLES) & {oracle, *also}),
     )
 
 
@@ -277,10 +298,24 @@ def _head(plan: _Plan, header: tuple[str, ...] | list[str]) -> list[str]:
     if fn.once_differentiable and plain is None:
         out.append("from torch.autograd.function import once_differentiable")
     out += ["", ""]
-    if plain is None:
-        out += render_function(fn, tuple(case.inputs.shape), case.inputs.dtype, compact=expect is not None)
+    compact = expect is not None
+    if plain is None and fn.style == "custom_op":  # NOTE [custom op mode]
+        out += render_custom_op(fn, tuple(case.inputs.shape), case.inputs.dtype, compact=compact)
+        if plan.twin:  # the op's autograd.Function twin, and f over it
+            out += [
+                "",
+                "",
+                *render_function(function_twin(case), tuple(case.inputs.shape), case.inputs.dtype, compact=compact),
+            ]
+        out += ["", "", *_f(case, compact=compact, call=OP_NAME)]
+        if OPCHECK in (plan.oracle, *(o for o, _, _ in plan.extra)):
+            out += ["", "", *_op_args(case)]
+        if plan.twin:
+            out += ["", "", *_f(case, compact=compact, name="f_function")]
+    elif plain is None:
+        out += render_function(fn, tuple(case.inputs.shape), case.inputs.dtype, compact=compact)
         out += ["", ""]
-        out += _f(case, compact=expect is not None)
+        out += _f(case, compact=compact)
     else:  # NOTE [plain forward]
         f_lines = _f(case, compact=True, plain=True)
         if f_lines == ["f = forward"]:

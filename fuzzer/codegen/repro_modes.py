@@ -51,6 +51,14 @@ def on_cpu(fn):  # fn under torch.autograd.graph.save_on_cpu(): saved tensors ke
     return wrapped
 
 
+def opchecked(fn):  # fn where each call first runs torch.library.opcheck on the custom op, with what fn gives it
+    def wrapped(*args):
+        torch.library.opcheck(op, op_args(*args))  # noqa: F821 (the script's custom op and its arguments)
+        return fn(*args)
+
+    return wrapped
+
+
 def compiled_autograd(fn, backend):  # fn with its backward compiled too: torch._dynamo's compiled autograd
     def wrapped(*args):
         ca = torch._dynamo.compiled_autograd

@@ -3,11 +3,13 @@
 NOTE [modes]
 A mode is a way of running the same case that has its own oracle or is a choice of one (one row each in
 :data:`MODES`): ``compiled`` (``compiled_vs_eager``, NOTE [compiled mode]), ``compiled_autograd`` (a
-choice of the compiled mode: a compile placed ``plain`` also compiles its backward), and ``checkpoint``
-(``checkpoint_vs_plain``, NOTE [checkpoint mode]). ``affuzz run --modes`` names those switched on (all, by
+choice of the compiled mode: a compile placed ``plain`` also compiles its backward), ``checkpoint``
+(``checkpoint_vs_plain``, NOTE [checkpoint mode]), and ``custom_op`` (the Function written as a
+torch.library custom op, which every oracle then runs, and ``custom_op_vs_function``: NOTE [custom op
+mode] in fuzzer/ir/custom_op.py). ``affuzz run --modes`` names those switched on (all, by
 default); an unknown name is a one-line error. A mode's oracle runs on the cases that carry its field, and
 each mode that costs a case extra time has a share of the worker's fuzz-loop time it may take
-(``--compile-share``, ``--checkpoint-share``), counted as the compiled share is (NOTE [compile share] in
+(``--compile-share``, ``--checkpoint-share``, ``--custom-op-share``), counted as the compiled share is (NOTE [compile share] in
 :mod:`fuzzer.gen.compiled`): all a case costs for running in that mode. Where the torch under test lacks a
 mode's API, its oracle is ``not_applicable`` with that reason (NOTE [oracle table]).
 
@@ -22,8 +24,9 @@ import random
 from dataclasses import dataclass, replace
 
 from ..ir.case import CHECKPOINT_KINDS, Case, Checkpoint
+from ..ir.custom_op import as_custom_op
 from ..ir.errors import AffuzzError
-from ..ir.oracles import CHECKPOINT, COMPILED
+from ..ir.oracles import CHECKPOINT, COMPILED, CUSTOM_OP
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,7 @@ MODES: tuple[Mode, ...] = (
     Mode("compiled", COMPILED, "--compile-share", "cases also run under torch.compile"),
     Mode("compiled_autograd", COMPILED, None, "a compiled case's plain-autograd backward compiled too"),
     Mode("checkpoint", CHECKPOINT, "--checkpoint-share", "f under activation checkpointing or saved-tensor hooks"),
+    Mode("custom_op", CUSTOM_OP, "--custom-op-share", "the Function written as a torch.library.custom_op"),
 )
 MODE_NAMES = tuple(m.name for m in MODES)
 
@@ -66,6 +70,8 @@ def parse_modes(text: str) -> tuple[str, ...]:
 #: of the cases checkpointed.
 COST_RATIO = 0.5
 DEFAULT_SHARE = 0.1
+#: A custom-op case runs instead of the drawn one, with two more oracles (about one case).
+CUSTOM_OP_COST_RATIO = 1.0
 _PLACEMENTS = (("plain", 0.5), ("inside", 0.8), ("compiled", 1.0))  # cumulative
 
 
@@ -128,3 +134,19 @@ class CheckpointShare(ModeShare):
         if case.checkpoint is not None or not self.turn(k):
             return case
         return replace(case, checkpoint=checkpoint_at(self.seed, self.slot, k))
+
+
+class CustomOpShare(ModeShare):
+    """NOTE [modes]: which cases of one worker's stream run with their Function written as a custom op (NOTE
+    [custom op mode] in fuzzer/ir/custom_op.py). A case whose Function the op cannot say runs as drawn; the
+    next one that can takes the turn (by time), so the share goes to cases the mode can run."""
+
+    key = "custom-op"
+    cost_ratio = CUSTOM_OP_COST_RATIO
+
+    def attach(self, case: Case, k: int) -> Case:
+        """``case`` with its Function written as a custom op, where it is its turn and the op can say it;
+        else ``case`` unchanged."""
+        if case.function.style == "custom_op" or not self.turn(k):
+            return case
+        return as_custom_op(case) or case

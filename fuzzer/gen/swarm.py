@@ -3,7 +3,7 @@
 NOTE [swarm]
 Swarm testing (Groce et al., "Swarm Testing", ISSTA 2012; Csmith's generator does it): instead of drawing
 every feature of every case from the whole vocabulary, each *configuration* enables a random subset of
-the feature tags (:data:`fuzzer.ir.features.ALL_FEATURES`) and of the transforms, each on with
+the feature tags (:data:`fuzzer.ir.features.DRAWN_FEATURES`) and of the transforms, each on with
 probability :data:`P_ON`, and the strategies draw only from it (``features=``/``transforms=`` of
 :func:`strategies.case_groups`). A bug that needs three features together *and* the absence of a few
 others is rare under the whole vocabulary (a case draws many features at once, each of which can mask
@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..ir.case import FUNCTORCH_TRANSFORMS
-from ..ir.features import ALL_FEATURES
+from ..ir.features import DRAWN_FEATURES
 
 #: Positions of one slot's stream that share a configuration (a multiple of the case group size, 4).
 SLICE = 256
@@ -54,7 +54,7 @@ class Swarm:
     transforms: tuple[str, ...]
 
     def to_json(self) -> dict[str, list[str]]:
-        return {"features": [f for f in ALL_FEATURES if f in self.features], "transforms": list(self.transforms)}
+        return {"features": [f for f in DRAWN_FEATURES if f in self.features], "transforms": list(self.transforms)}
 
 
 def swarm_at(seed: int, slot: int, k: int, transforms: Sequence[str] = FUNCTORCH_TRANSFORMS) -> Swarm:
@@ -65,6 +65,6 @@ def swarm_at(seed: int, slot: int, k: int, transforms: Sequence[str] = FUNCTORCH
 @functools.lru_cache(maxsize=256)
 def _slice_config(seed: int, slot: int, index: int, names: tuple[str, ...]) -> Swarm:
     rng = random.Random(f"{seed}/{slot}/swarm/{index}")
-    tags = frozenset(f for f in ALL_FEATURES if rng.random() < P_ON)
+    tags = frozenset(f for f in DRAWN_FEATURES if rng.random() < P_ON)
     on = tuple(t for t in FUNCTORCH_TRANSFORMS if rng.random() < P_ON and t in names)
     return Swarm(tags, on or (names[rng.randrange(len(names))],))

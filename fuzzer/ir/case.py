@@ -31,14 +31,15 @@ from .errors import AffuzzError
 from .ops import OP_KINDS
 from .transforms import TRANSFORM_KINDS
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 #: Versions :func:`case_from_json` reads. Version 1 lacks the fields version 2 added, all of which have
 #: defaults that mean "not used", so a v1 case loads unchanged. Version 3 adds ``jvp_alias``: a case of
 #: version <= 2 whose jvp rule returns an input's tangent for a shift node was rendered that way, so it
 #: loads with ``jvp_alias`` set (its repro and verdicts unchanged). Version 4 adds the optional
 #: ``compile`` (NOTE [compiled mode]); version 5 the optional ``checkpoint`` (NOTE [checkpoint mode]) and
-#: ``compile.autograd``. A case without them is written as before.
-READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5)
+#: ``compile.autograd``; version 6 the style ``custom_op`` (NOTE [custom op mode] in
+#: :mod:`fuzzer.ir.custom_op`). A case without them is written as before.
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6)
 
 #: Elementwise forward ops: name -> arity (NOTE [op table] in :mod:`fuzzer.ir.ops`: one row each).
 OPS: dict[str, int] = {k.name: k.arity for k in OP_KINDS}
@@ -93,7 +94,11 @@ VMAP_IN_DIMS = (0, 1, None)
 VMAP_OUT_DIMS = (0, 1)
 OUTER_TRANSFORMS = tuple(k.name for k in TRANSFORM_KINDS if not k.functorch)
 TRANSFORMS = FUNCTORCH_TRANSFORMS + OUTER_TRANSFORMS
-STYLES = ("setup_context", "legacy")
+#: ``custom_op``: the Function written as a ``torch.library.custom_op`` (NOTE [custom op mode] in
+#: :mod:`fuzzer.ir.custom_op`).
+STYLES = ("setup_context", "legacy", "custom_op")
+#: The styles of an ``autograd.Function`` (what the strategies draw; ``custom_op`` is the mode's).
+FUNCTION_STYLES = ("setup_context", "legacy")
 #: ``custom_wrong`` is a hand-written vmap rule that contradicts forward (outputs doubled): a planted
 #: bug used by tests and quality checks. The default strategies never draw it.
 VMAP_RULES = ("none", "generate", "custom", "custom_wrong")

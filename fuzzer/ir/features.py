@@ -34,7 +34,8 @@ class FeatureTag:
     autograd.Function that". ``search_term``: the API word upstream searches add (None: no API name says
     it). ``no_ablation``: why no variant of a case can drop it (None: one can, and the tag can be
     essential). ``derived``: why a case can carry it with the tag off in its swarm configuration (None:
-    only drawn)."""
+    only drawn). ``mode``: the mode that gives a case the tag (NOTE [modes] in fuzzer/gen/modes.py; None:
+    drawn by the strategies), which never draw it."""
 
     name: str
     detect: Callable[[Case], bool]
@@ -42,6 +43,7 @@ class FeatureTag:
     search_term: str | None = None
     no_ablation: str | None = None
     derived: str | None = None
+    mode: str | None = None
 
 
 def _output_kinds(case: Case, kind: str) -> bool:
@@ -84,6 +86,13 @@ FEATURE_TAGS: tuple[FeatureTag, ...] = (
         derived="None wherever an input reaches no output",
     ),
     FeatureTag("legacy_forward", lambda c: c.function.style == "legacy", "uses the legacy forward(ctx, ...)"),
+    FeatureTag(
+        "custom_op",
+        lambda c: c.function.style == "custom_op",
+        "is written as a torch.library.custom_op",
+        "custom_op",
+        mode="custom_op",
+    ),
     FeatureTag(
         "generate_vmap_rule",
         lambda c: c.function.vmap_rule == "generate",
@@ -160,6 +169,8 @@ FEATURE_TAGS: tuple[FeatureTag, ...] = (
 #: Every tag affuzz knows, in report order (:data:`FEATURE_TAGS`). :data:`RESERVED` ones name vocabulary
 #: the case IR cannot express yet; :func:`features` never returns them.
 ALL_FEATURES = tuple(t.name for t in FEATURE_TAGS)
+#: The tags the strategies draw (a mode's tag is given by the mode: FeatureTag.mode).
+DRAWN_FEATURES = tuple(t.name for t in FEATURE_TAGS if t.mode is None)
 _BY_NAME = {t.name: t for t in FEATURE_TAGS}
 
 

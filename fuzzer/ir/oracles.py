@@ -24,16 +24,25 @@ compute the same mathematics another way:
                                 saved-tensor hooks (NOTE [checkpoint mode] in fuzzer/ir/case.py); its
                                 side A is the side it wraps (create_graph, or torch.func for placement
                                 ``inside``)
+    custom_op_vs_function       a case whose Function is written as a torch.library custom op (NOTE
+                                [custom op mode] in fuzzer/ir/custom_op.py): the case's stack under
+                                torch.func over the op (side A) and over its autograd.Function twin
+    custom_op_vs_function_plain the same with both sides the create_graph twins (plain autograd)
+    custom_op_opcheck           the create_graph side over the op, and the same where every call of
+                                the op first runs torch.library.opcheck on its arguments (on a
+                                sample of the custom-op cases: OPCHECK_ONE_IN)
 
 The first runs on every case; the metamorphic ones on every case they apply to; a mode's oracle (the
 compiled and the checkpoint one) on the cases that carry its field (``compile``, ``checkpoint``; the
-campaign gives each mode its own share of the time). Verdict names stay the same for all oracles:
+campaign gives each mode its own share of the time); the custom-op one on the cases whose Function is
+written as a custom op (every other oracle runs on those too, over the op). Verdict names stay the same for all oracles:
 "functorch" is side A, "reference" is side B.
 
 NOTE [oracle table]
 One row per oracle (:data:`ORACLE_KINDS`): side B's mode name in a script, how side B is built from side A
 (``side_b``: ``twins`` the create_graph twins, ``loops`` vmap as a loop, ``alternate`` another torch.func
-stack, ``compiled``, ``checkpointed``), the case field a mode's oracle needs (its other oracles' findings
+stack, ``compiled``, ``checkpointed``, ``function_twin`` the op's autograd.Function twin, ``opcheck``
+the op checked by torch.library.opcheck), the case field a mode's oracle needs (its other oracles' findings
 are reported without it), side B in words for drafts, the torch APIs it needs (:func:`apis_needed`; where
 this torch lacks one, the oracle is ``not_applicable`` with that reason), and whether ``affuzz check``
 runs it. Every consumer (validity's sides, the composer, the renderers, drafts) dispatches on the row's
@@ -44,13 +53,14 @@ those tables (docs/internals.md lists them).
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, replace
 
-from .case import FORWARD_MODE_TRANSFORMS, Case, Checkpoint, Compile, Transform
+from .case import FORWARD_MODE_TRANSFORMS, Case, Checkpoint, Compile, FunctionDef, Transform
 from .errors import AffuzzError
 
 #: How side B is built from side A (NOTE [oracle table]).
-SIDE_B_RECIPES = ("twins", "loops", "alternate", "compiled", "checkpointed")
+SIDE_B_RECIPES = ("twins", "loops", "alternate", "compiled", "checkpointed", "function_twin", "opcheck")
 #: Case fields that carry a mode (NOTE [oracle table]): the oracle that needs one is the only one whose
 #: findings keep it.
 MODE_FIELDS = ("compile", "checkpoint")
@@ -66,6 +76,7 @@ class OracleKind:
     words: str  # side B in words, where a draft cannot name its stack
     mode_field: str | None = None  # the case field this oracle needs (None: it applies by the stack alone)
     in_check: bool = True  # ``affuzz check`` runs it
+    side_a: str = "functorch"  # side A's mode where no mode field decides it (see side_a_mode)
     apis: tuple[str, ...] = ()  # torch APIs it always needs (see apis_needed)
     # the documented limitations of its mode: known_limitations.json entries and the judge's own rules
     # (NOTE [torch.func of a compiled function], NOTE [checkpoint recomputed elsewhere]...)
@@ -92,6 +103,32 @@ ORACLE_KINDS: tuple[OracleKind, ...] = (
             "selective_checkpoint_inplace_under_compile",
             "checkpoint_recomputed_in_another_context",
         ),
+    ),
+    OracleKind(
+        "custom_op_vs_function",
+        "function_twin",
+        "function_twin",
+        "the same op written as an autograd.Function",
+        in_check=False,
+        apis=("torch.library.custom_op",),
+    ),
+    OracleKind(
+        "custom_op_vs_function_plain",
+        "function_twin_create_graph",
+        "function_twin",
+        "the same op written as an autograd.Function, both under plain autograd",
+        in_check=False,
+        apis=("torch.library.custom_op",),
+        side_a="create_graph",
+    ),
+    OracleKind(
+        "custom_op_opcheck",
+        "opchecked",
+        "opcheck",
+        "the same where torch.library.opcheck checks the op first",
+        in_check=False,
+        apis=("torch.library.custom_op", "torch.library.opcheck"),
+        side_a="create_graph",
     ),
     OracleKind(
         "compiled_vs_eager",
@@ -128,6 +165,14 @@ def oracle_kind(name: str) -> OracleKind:
 MAIN = "functorch_vs_create_graph"
 COMPILED = "compiled_vs_eager"
 CHECKPOINT = "checkpoint_vs_plain"
+CUSTOM_OP = "custom_op_vs_function"
+CUSTOM_OP_PLAIN = "custom_op_vs_function_plain"
+#: NOTE [custom op mode]: the oracles of a case whose Function is written as a custom op.
+CUSTOM_OP_ORACLES = tuple(k.name for k in ORACLE_KINDS if k.side_b == "function_twin")
+OPCHECK = "custom_op_opcheck"
+#: NOTE [custom op mode]: torch.library.opcheck runs on one custom-op Function in this many (by a hash of
+#: the Function: the same op is checked, or not, in every case that has it): it costs a few cases' time.
+OPCHECK_ONE_IN = 8
 ORACLES = tuple(k.name for k in ORACLE_KINDS)
 #: What side B (the oracle's reference) runs, for each oracle: the name of its mode in a script and of
 #: its result in a repro's output (side A is always "functorch"). Outcomes, verdicts and finding.json
@@ -144,7 +189,7 @@ def side_a_mode(case: Case, oracle: str) -> str:
         return "create_graph"
     if kind.side_b == "checkpointed" and case.checkpoint is not None and case.checkpoint.placement != "inside":
         return "create_graph"
-    return "functorch"
+    return kind.side_a
 
 
 def apis_needed(case: Case, oracle: str) -> tuple[str, ...]:
@@ -152,6 +197,10 @@ def apis_needed(case: Case, oracle: str) -> tuple[str, ...]:
     keys of the torch-side probes in :mod:`fuzzer.judge.apis` (API_PROBES)."""
     kind = oracle_kind(oracle)
     out = list(kind.apis)
+    if case.function.style == "custom_op":  # NOTE [custom op mode]: every oracle runs the op
+        out.append("torch.library.custom_op")
+        if case.function.vmap_rule != "none":
+            out.append("register_vmap")
     if kind.mode_field == "compile" and case.compile is not None and case.compile.autograd:
         out.append("compiled_autograd")
     if kind.mode_field == "checkpoint" and case.checkpoint is not None:
@@ -225,11 +274,20 @@ def alternate(stack: tuple[Transform, ...], oracle: str) -> tuple[Transform, ...
     return tuple(out)
 
 
+def opchecked(fn: FunctionDef) -> bool:
+    """Whether the custom-op oracle ``custom_op_opcheck`` runs on cases of ``fn`` (a custom-op Function): one
+    Function in :data:`OPCHECK_ONE_IN`, by a hash of its definition."""
+    return fn.style == "custom_op" and zlib.crc32(repr(fn).encode()) % OPCHECK_ONE_IN == 0
+
+
 def applicable(case: Case) -> tuple[str, ...]:
     """The oracles that apply to ``case``, main first, then those of the modes the case carries (the
     compiled one last, where the case has a ``compile``)."""
     modes = tuple(k.name for k in ORACLE_KINDS if k.mode_field and getattr(case, k.mode_field) is not None)
-    return applicable_to(case.transforms) + modes
+    op: tuple[str, ...] = ()
+    if case.function.style == "custom_op":  # NOTE [custom op mode]
+        op = CUSTOM_OP_ORACLES + ((OPCHECK,) if opchecked(case.function) else ())
+    return applicable_to(case.transforms) + op + modes
 
 
 def applicable_to(stack: tuple[Transform, ...]) -> tuple[str, ...]:

@@ -259,6 +259,11 @@ def case_from_json(data: Any) -> Case:
     )
     if version <= 2 and fn.jvp_rule and shifts_an_input(fn):
         fn = replace(fn, jvp_alias=True)  # rendered so before version 3 (READABLE_SCHEMA_VERSIONS)
+    require(
+        fn.style != "custom_op" or version >= 6,
+        "function.style",
+        f"custom_op needs schema_version 6 or later (this case says {version})",
+    )
     f = _obj(
         d["f"],
         "f",

@@ -41,6 +41,7 @@ from .case import (
     FunctionDef,
     ref_kind,
 )
+from .custom_op import unsayable, unsayable_reason
 from .dataflow import missing_values, value_provided_by_saved
 from .shapes import in_dims_of, input_shapes, level_input_shapes, level_output_shapes, numel, output_shapes, view_shape
 
@@ -168,10 +169,13 @@ def _check_rules(case: Case, fn: FunctionDef, base: tuple[int, ...]) -> None:
     _one_of(fn.vmap_rule, VMAP_RULES, "function.vmap_rule", "vmap rule")
     _one_of(fn.grad_rule, GRAD_RULES, "function.grad_rule", "gradient rule")
     require(
-        fn.style == "setup_context" or fn.vmap_rule == "none",
+        fn.style != "legacy" or fn.vmap_rule == "none",
         "function.vmap_rule",
         "a legacy-style Function cannot have a vmap rule",
     )
+    cannot = unsayable(fn) if fn.style == "custom_op" else ()
+    if cannot:  # NOTE [custom op mode]
+        raise CaseError(f"function.style: a custom op cannot say {cannot[0]} ({unsayable_reason(cannot[0])})")
     for i in fn.dirty:
         x = f"x{i}"
         require(isinstance(i, int) and 0 <= i < fn.n_inputs, "function.dirty", "input index out of range")

@@ -222,6 +222,14 @@ def _checkpointed_sides(
     return a, replace(a, checkpoint=checkpoint, compiled=on)
 
 
+def _function_twin_sides(
+    stack: tuple[Transform, ...], oracle: str, compiled: Compile | None, checkpoint: Checkpoint | None
+) -> tuple[SideInfo, SideInfo]:
+    # NOTE [custom op mode]: the same stack and rules, over the op and over its autograd.Function twin
+    a = _create_graph_side(stack) if oracle_kind(oracle).side_a == "create_graph" else _functorch_side(stack)
+    return a, a
+
+
 #: NOTE [oracle table]: side B of each recipe, from side A's stack.
 _SIDES = {
     "twins": _twins_sides,
@@ -229,6 +237,8 @@ _SIDES = {
     "alternate": _alternate_sides,
     "compiled": _compiled_sides,
     "checkpointed": _checkpointed_sides,
+    "function_twin": _function_twin_sides,
+    "opcheck": _function_twin_sides,  # NOTE [custom op mode]: the same side, opcheck only checks the op
 }
 
 

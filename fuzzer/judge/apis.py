@@ -34,17 +34,50 @@ def _selective_checkpoint() -> str | None:
     return None
 
 
+def _custom_op() -> str | None:
+    import torch.library
+
+    if not hasattr(torch.library, "custom_op"):
+        return "torch.library has no custom_op (torch 2.4 added it)"
+    return None
+
+
+def _register_vmap() -> str | None:
+    why = _custom_op()
+    if why:
+        return why
+    from torch._library.custom_ops import CustomOpDef
+
+    if not hasattr(CustomOpDef, "register_vmap"):
+        return "torch.library.custom_op's ops have no register_vmap (torch 2.5 added it)"
+    return None
+
+
+def _opcheck() -> str | None:
+    import torch.library
+
+    if not hasattr(torch.library, "opcheck"):
+        return "torch.library has no opcheck (torch 2.4 added it)"
+    return None
+
+
 #: API -> a probe that says why this torch cannot run it (None: it can).
 API_PROBES: dict[str, Callable[[], str | None]] = {
     "torch.compile": compile_unavailable,
     "compiled_autograd": _compiled_autograd,
     "selective_checkpoint": _selective_checkpoint,
+    "torch.library.custom_op": _custom_op,  # NOTE [custom op mode]
+    "register_vmap": _register_vmap,
+    "torch.library.opcheck": _opcheck,
 }
 #: API -> the ``not_applicable`` reason of an oracle that needs it where this torch lacks it.
 API_REASONS = {
     "torch.compile": "torch_compile_unavailable",
     "compiled_autograd": "compiled_autograd_unavailable",
     "selective_checkpoint": "selective_checkpoint_unavailable",
+    "torch.library.custom_op": "custom_op_unavailable",
+    "register_vmap": "register_vmap_unavailable",
+    "torch.library.opcheck": "opcheck_unavailable",
 }
 
 

@@ -123,7 +123,8 @@ def function_conditions(case: Case) -> dict[str, bool]:
         "saved_output_modified_in_place": values_meaningless(case) == "saved_tensor_modified_in_place"
         and any(j not in fn.non_differentiable for j in case.f.uses),
         "inplace_in_forward": any(n.inplace for n in fn.nodes),  # NOTE [in-place forward]
-        "custom_vmap_rule": fn.vmap_rule in ("custom", "custom_wrong"),
+        # NOTE [custom op mode]: a custom op is batched per sample and stacked anew with or without a vmap rule
+        "custom_vmap_rule": fn.vmap_rule in ("custom", "custom_wrong") or fn.style == "custom_op",
         "mutates_in_place": mutates_in_place(case),
     }
 

@@ -32,6 +32,7 @@ from ..codegen.render import render
 from ..ir.case import Case
 from ..ir.oracles import MAIN
 from .torch_state import (
+    drop_custom_ops,
     drop_guard_finalizers,
     forget_metric_edits,
     freeze_heap,
@@ -233,6 +234,7 @@ def drop_namespace(ns: dict[str, Any]) -> None:
 # Dynamo keeps state on the code objects it traced, and a finding that only a process's history shows is
 # one its repro, in a fresh process, does not reproduce.
 COMPILE_CALL = "torch.compile("
+OPCHECK_CALL = "torch.library.opcheck("  # NOTE [custom op mode]: opcheck compiles the op
 
 
 @functools.cache
@@ -350,7 +352,7 @@ def _run(
     timeout: float | None,
     before: Callable[[str | None], None] | None = None,
 ) -> dict[str | None, Outcome]:
-    compiled = COMPILE_CALL in source
+    compiled = COMPILE_CALL in source or OPCHECK_CALL in source
     if compiled:  # NOTE [compiled cases]: code objects of its own (Dynamo keeps state on them), a clean Dynamo
         reset_compiler()
         codes = [compile(source, name, "exec")]
@@ -374,6 +376,7 @@ def _run(
                 reset_compiler()  # NOTE [compiled cases]
             drop_namespace(ns)
             ns.clear()
+            drop_custom_ops()  # NOTE [custom op teardown]
             if compiled:
                 repair_torch_state()  # NOTE [leaked torch state]
             freeze_heap()  # NOTE [frozen heap]: where the case imported modules

@@ -9,6 +9,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from ..codegen.function import OP_NAMESPACE
+
 
 # NOTE [interrupted cases]
 # The per-case timer raises CaseTimeout wherever the case happens to be, possibly inside a context
@@ -222,6 +224,27 @@ def restore_torch_state() -> None:
     pop = getattr(functorch, "pop_dynamic_layer_stack", None)
     while peek is not None and pop is not None and peek() is not None:
         pop()
+
+
+# NOTE [custom op teardown]
+# A custom-op case (NOTE [custom op mode] in fuzzer/ir/custom_op.py) registers its op with the dispatcher
+# when its script is executed: a Library fragment with the schema, the implementation, the fake and
+# autograd kernels, the vmap rule. Left registered, a night of cases would keep one per distinct op in
+# the dispatcher and in torch.ops. After each script every op of affuzz's namespace is destroyed the way
+# torch itself replaces an op registered again (``get_library_allowing_overwrite`` in
+# torch/_library/custom_ops.py: the fragment's ``_destroy()``, which also drops the torch.ops cache).
+
+
+def drop_custom_ops() -> int:
+    """NOTE [custom op teardown]: destroy the ops of affuzz's namespace registered so far; returns how many."""
+    mod = sys.modules.get("torch._library.custom_ops")
+    table = getattr(mod, "OPDEF_TO_LIB", None)
+    if not isinstance(table, dict):
+        return 0
+    mine = [q for q in table if q.startswith(f"{OP_NAMESPACE}::")]
+    for qualname in mine:
+        table.pop(qualname)._destroy()
+    return len(mine)
 
 
 # NOTE [guard finalizers]

@@ -27,6 +27,10 @@ every key present must hold:
     not_features    none of them among the bucket's essential features
     ids             bucket ids
 
+An entry with ``"one_bucket": true`` names a bug a mode meets under nearly every stack and case (NOTE
+[known refusals]): every finding its rules match by what a worker knows before shrinking (fingerprint,
+verdict, oracle, the case's features) is one bucket, shrunk and published once, never drafted.
+
 ``tests/publish/test_upstream.py`` loads every corpus entry as a bucket and checks which entry each
 matches, so a rule that starts matching another mechanism's entry fails there.
 """
@@ -109,6 +113,7 @@ class KnownIssue:
     related: bool = False  # a neighbouring mechanism: listed, never makes a bucket known
     evidence: str = ""  # why this is (or is only related to) the bucket's mechanism
     corpus: tuple[str, ...] = ()  # the corpus entries it covers, or relates to
+    one_bucket: bool = False  # NOTE [known refusals]: every finding it matches is one bucket
 
     @property
     def rules(self) -> list[dict[str, Any]]:
@@ -191,6 +196,40 @@ def load_known_issues(path: Path = DEFAULT_TABLE) -> tuple[KnownIssue, ...]:
         return _load(path, path.stat().st_mtime)
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise KnownIssuesError(f"{path}: cannot be read as a known-issues table ({e}); fix or restore it") from None
+
+
+# NOTE [known refusals]
+# A known bug can sit in the way of a whole mode: on torch 2.13 and 2.14.1 every reverse-mode torch.func
+# transform refuses a torch.library custom op with register_autograd (pytorch#168393), so every custom-op
+# case with such a level shows it, under each oracle that runs the op so and each stack. Bucketed by
+# stack and oracle like other errors, it would become a bucket per family (up to ``family_limit`` each),
+# each shrunk and verified, and its hits would be ablated one by one. Its known-issues entry says
+# ``one_bucket``: a finding it matches, by what a worker knows of a finding before any shrinking, is one
+# family whatever its verdict, oracle and stack (BucketBook's ``one_bucket``), shrunk and published once
+# (known: never drafted), and once that bucket exists a worker counts each later one as its hit without
+# ablating it.
+
+
+def one_bucket_key(
+    *, fingerprint: str, verdict: str, oracle: str, stack: tuple[str, ...], case_features: tuple[str, ...]
+) -> str | None:
+    """NOTE [known refusals]: ``known:<number>`` of the ``one_bucket`` entry a finding matches, or None."""
+    for entry in load_known_issues():
+        if (
+            entry.one_bucket
+            and not entry.related
+            and entry.matches(
+                signature=fingerprint,
+                verdict=verdict,
+                oracle=oracle,
+                features=(),
+                bucket_id="",
+                transforms=stack,
+                case_features=case_features,
+            )
+        ):
+            return f"known:{entry.number}"
+    return None
 
 
 def _matching(bucket: dict[str, Any], table: tuple[KnownIssue, ...] | None) -> list[KnownIssue]:

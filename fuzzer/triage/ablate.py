@@ -137,6 +137,7 @@ ABLATIONS: dict[str, Callable[[Case], Case | None]] = {
     "grad_unused": _set(unused_grads=()),
     "backward_returns_none": _without_none_grads,
     "legacy_forward": _set(style="setup_context"),
+    "custom_op": _set(style="setup_context"),  # NOTE [custom op mode]: the op's autograd.Function form
     "generate_vmap_rule": _set(vmap_rule="custom"),
     "custom_vmap": _set(vmap_rule="generate"),
     "custom_jvp": _set(jvp_rule=False, jvp_not_view=False, jvp_alias=False),

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
@@ -139,6 +139,10 @@ class KnownBuckets:
     def has(self, bucket_id: str) -> bool:
         return any(b.id == bucket_id for b in self.entries)
 
+    def refusal(self, key: str) -> str | None:
+        """NOTE [known refusals]: the id of the one bucket of the known bug ``key`` (``known:<number>``), or None."""
+        return next((b.id for b in self.entries if b.goal.oracle == key), None)
+
     def cuts(self, case: Case, seen: Goal) -> Iterator[tuple[str, Goal, Case]]:
         """(bucket id, its goal, ``case`` cut to its skeleton) for each bucket the finding ``seen`` may be:
         same verdict, oracle and error fingerprint, the bucket's essential features among the case's, its
@@ -231,8 +235,10 @@ class BucketBook(Generic[F]):
     """Buckets, jobs and the memo that maps every way of naming a bug (quick key, pre-shrink signature,
     family) to the bucket (or job) it is. No I/O; the driver persists it (:mod:`fuzzer.campaign.state`)."""
 
-    def __init__(self, family_limit: int = 3) -> None:
+    def __init__(self, family_limit: int = 3, *, one_bucket: Callable[[RawFinding], str | None] | None = None) -> None:
         self.family_limit = family_limit
+        # NOTE [known refusals] (fuzzer/publish/upstream.py): a finding's one-bucket family key, or None
+        self.one_bucket = one_bucket
         self.buckets: dict[str, Bucket[F]] = {}
         self.jobs: dict[str, ShrinkJob] = {}  # raw signature id -> job not yet bucketed
         self.raw: dict[str, str] = {}  # pre-shrink signature id -> bucket id (each is shrunk once)
@@ -256,16 +262,19 @@ class BucketBook(Generic[F]):
             return Seen("hit", known)
         if rf.raw is None or rf.case is None or rf.outcome is None:
             return Seen("orphan", rf.quick)
-        family = Family(rf.verdict, rf.oracle, rf.fingerprint, rf.raw.features)
-        members = self.families.setdefault(family.key, [])
-        if self.family_limit and len(members) >= self.family_limit:
+        family_key, limit = Family(rf.verdict, rf.oracle, rf.fingerprint, rf.raw.features).key, self.family_limit
+        special = self.one_bucket(rf) if self.one_bucket is not None else None
+        if special is not None:  # NOTE [known refusals]: one bucket whatever the verdict, oracle and stack
+            family_key, limit = special, 1
+        members = self.families.setdefault(family_key, [])
+        if limit and len(members) >= limit:
             target = self.raw.get(members[0], members[0])
             self.quick[rf.quick] = self.raw[rf.raw.id] = target
             self.stacks[target].update(self.stacks.pop(rf.raw.id, Counter()))
             self._hit(target, raw_signature=True)
             return Seen("hit", target)
         members.append(rf.raw.id)
-        if len(members) == self.family_limit:
+        if len(members) == limit:
             self.version += 1  # workers learn of the full family
         self.quick[rf.quick] = self.raw[rf.raw.id] = rf.raw.id
         return Seen("new", rf.raw.id)
@@ -347,8 +356,11 @@ class BucketBook(Generic[F]):
     def known(self) -> KnownBuckets:
         """What workers check new findings against: every bucket with a goal, and every full family."""
         entries = [KnownBucket(bid, b.goal, b.signature.skeleton) for bid, b in self.buckets.items() if b.goal]
+        for key, members in self.families.items():
+            if key.startswith("known:"):  # NOTE [known refusals]: its one bucket, by its key
+                entries.append(KnownBucket(self.raw.get(members[0], members[0]), Goal("*", key, (), ""), None))
         if self.family_limit:
             for key, members in self.families.items():
-                if len(members) >= self.family_limit:
+                if not key.startswith("known:") and len(members) >= self.family_limit:
                     entries.append(KnownBucket(self.raw.get(members[0], members[0]), Family.from_key(key).goal, None))
         return KnownBuckets(tuple(entries))

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..ir.case import Case
 from ..ir.features import features
-from ..ir.oracles import MAIN, mode_key
+from ..ir.oracles import MAIN, mode_key, oracle_kind
 from .ablate import without
 
 
@@ -92,6 +92,9 @@ def signature(
     (classified) verdict. ``error``: the fingerprint of an error finding (its bucket key)."""
     essential = []
     for tag in features(case):
+        if tag == "custom_op" and oracle_kind(oracle).side_b == "function_twin":
+            essential.append(tag)  # NOTE [custom op mode]: the oracle compares the op: without it, nothing
+            continue
         variant = without(case, tag)
         if variant is not None and judge(variant) == "consistent":
             essential.append(tag)

@@ -16,6 +16,7 @@ from fuzzer.ir.case import CHECKPOINT_KINDS, CHECKPOINT_PLACEMENTS, Case, Checkp
 from fuzzer.ir.oracles import (
     CHECKPOINT,
     COMPILED,
+    CUSTOM_OP,
     MAIN,
     MODE_FIELDS,
     ORACLE_KINDS,
@@ -112,10 +113,16 @@ def test_every_checkpoint_kind_has_a_helper_that_takes_and_returns_a_function() 
 
 
 def test_modes_parse_and_an_unknown_one_names_the_known() -> None:
-    assert [m.name for m in MODES] == list(MODE_NAMES) and {m.oracle for m in MODES} == {COMPILED, CHECKPOINT}
+    assert [m.name for m in MODES] == list(MODE_NAMES) and {m.oracle for m in MODES} == {
+        COMPILED,
+        CHECKPOINT,
+        CUSTOM_OP,
+    }
     assert parse_modes("all") == MODE_NAMES and parse_modes("none") == ()
     assert parse_modes("checkpoint, compiled") == ("compiled", "checkpoint")  # the table's order
-    with pytest.raises(UnknownMode, match="unknown mode 'jit' .*known: compiled, compiled_autograd, checkpoint"):
+    with pytest.raises(
+        UnknownMode, match="unknown mode 'jit' .*known: compiled, compiled_autograd, checkpoint, custom_op"
+    ):
         parse_modes("compiled,jit")
 
 

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from fuzzer.codegen.render import render
 from fuzzer.ir.case import CHECKPOINT_PLACEMENTS, COMPILE_PLACEMENTS, Case, Checkpoint, Compile
 from fuzzer.ir.features import repeated_outputs
-from fuzzer.ir.oracles import CHECKPOINT, COMPILED, ORACLES, applicable
+from fuzzer.ir.oracles import CHECKPOINT, COMPILED, ORACLES, applicable, oracle_kind
 from fuzzer.ir.shapes import input_shapes
 from fuzzer.ir.validity import not_applicable, sides
 from strategies import cases
@@ -103,6 +103,10 @@ def test_sides_of_the_seed(seed_case: Case, oracle: str) -> None:
             assert a.path == b.path == ("R", "R") and b.checkpoint == k and a.checkpoint is None
             assert a.functorch == (placement == "inside") and (b.compiled is not None) == (placement == "compiled")
             assert replace(b, checkpoint=None, compiled=None) == a
+        return
+    if oracle_kind(oracle).side_b in ("function_twin", "opcheck"):  # NOTE [custom op mode]: one stack, one op
+        a, b = sides(seed_case, oracle)
+        assert a == b and a.path == ("R", "R") and a.functorch == (oracle_kind(oracle).side_a == "functorch")
         return
     a, b = sides(seed_case, oracle)
     assert a.path == ("R", "R") and a.functorch and not a.forward_ad

@@ -18,6 +18,7 @@ from fuzzer.publish.upstream import (
     corpus_bucket,
     known_issue,
     load_known_issues,
+    one_bucket_key,
     related_issues,
 )
 
@@ -204,7 +205,7 @@ def test_a_feature_ablation_cannot_make_essential_still_matches_among_the_case_f
 
 def test_the_table_says_state_and_evidence() -> None:
     table = load_known_issues()
-    assert {k.number for k in table if not k.related} == {197867, 178425, 96887, 90224, 193279, 192985, 187284}
+    assert {k.number for k in table if not k.related} == {197867, 178425, 96887, 90224, 193279, 192985, 187284, 168393}
     assert {k.number for k in table if k.related} == {90225, 71119, 90067, 124550, 999}
     for k in table:
         assert k.state in ("open", "closed") and k.evidence and k.summary
@@ -214,6 +215,29 @@ def test_the_table_says_state_and_evidence() -> None:
     assert by[178425].state_text == "closed, fixed in 2.14.1 by #178495"
     assert by[96887].state_text == "closed, fixed in 2.1.0 by #97212"
     assert by[999].ref == "pytorch/functorch#999" and by[90224].ref == "#90224"
+
+
+def test_a_known_refusal_is_one_bucket_only_for_the_cases_it_names() -> None:
+    # NOTE [known refusals]: the setup_context refusal is #168393's for a custom op, whatever the oracle,
+    # verdict and stack; the same error of a legacy Function is a documented limitation, never matched
+    fp = "RuntimeError: In order to use an autograd.Function with functorch transforms (vmap @ torch/autograd/function.py:apply"
+    assert [k.number for k in load_known_issues() if k.one_bucket] == [168393]
+    for oracle, verdict, stack in (
+        ("functorch_vs_create_graph", "error_functorch_only", ("grad",)),
+        ("custom_op_vs_function", "different_errors", ("jacrev", "vmap")),
+    ):
+        key = one_bucket_key(fingerprint=fp, verdict=verdict, oracle=oracle, stack=stack, case_features=("custom_op",))
+        assert key == "known:168393"
+    assert (
+        one_bucket_key(
+            fingerprint=fp,
+            verdict="error_functorch_only",
+            oracle="functorch_vs_create_graph",
+            stack=("grad",),
+            case_features=("legacy_forward",),
+        )
+        is None
+    )
 
 
 def test_compiled_value_buckets_are_known_only_around_a_transform_of_their_mode() -> None:

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from fuzzer.ir.case import Case, Checkpoint, Compile, FDef, FunctionDef, Inputs, Node, Output, Transform
-from fuzzer.ir.oracles import CHECKPOINT, COMPILED, MAIN
+from fuzzer.ir.custom_op import as_custom_op
+from fuzzer.ir.oracles import CHECKPOINT, COMPILED, CUSTOM_OP, CUSTOM_OP_PLAIN, MAIN
 from fuzzer.ir.serde import loads
 from fuzzer.ir.validate import validate
 from fuzzer.judge.judge import Judge
@@ -32,6 +33,13 @@ def _exp_x(*, stack: tuple[str, ...] = ("autograd_grad", "grad"), **modes: objec
     return validate(replace(case, **modes))
 
 
+def _op(stack: tuple[str, ...]) -> Case:
+    """NOTE [custom op mode]: exp(x) * x as a torch.library custom op (no vmap rule: torch's fallback)."""
+    case = as_custom_op(replace(_exp_x(stack=stack), function=replace(_exp_x().function, vmap_rule="none")))
+    assert case is not None
+    return case
+
+
 #: probe -> (case, oracle), and per torch version (major.minor) the verdict and reason it gives.
 PROBES: dict[str, tuple[Case, str]] = {
     "seed: grad then autograd.grad vs double autograd.grad": (SEED, MAIN),
@@ -47,7 +55,12 @@ PROBES: dict[str, tuple[Case, str]] = {
         _exp_x(stack=("vmap",), checkpoint=Checkpoint("hooks", "inside")),
         CHECKPOINT,
     ),
+    "custom op, double autograd.grad vs its Function": (_op(("autograd_grad", "grad")), CUSTOM_OP_PLAIN),
+    "custom op under torch.func.grad": (_op(("grad",)), MAIN),
+    "custom op under torch.func.vmap vs its Function": (_op(("vmap",)), CUSTOM_OP),
+    "custom op under torch.func.jvp vs its Function": (_op(("jvp",)), CUSTOM_OP),
 }
+NO_CUSTOM_OP = ("not_applicable", "custom_op_unavailable")
 NO_COMPILE = ("not_applicable", "torch_compile_unavailable")
 OUTCOMES: dict[str, dict[str, tuple[str, str | None]]] = {
     "2.0": {
@@ -61,6 +74,11 @@ OUTCOMES: dict[str, dict[str, tuple[str, str | None]]] = {
         # torch 2.0 refuses saved-tensor hooks under every torch.func transform, in other words
         "saved-tensor hooks inside torch.func.grad": ("expected", "functorch_with_saved_tensor_hooks"),
         "saved-tensor hooks inside torch.func.vmap": ("expected", "functorch_with_saved_tensor_hooks"),
+        # torch.library.custom_op came in torch 2.4
+        "custom op, double autograd.grad vs its Function": NO_CUSTOM_OP,
+        "custom op under torch.func.grad": NO_CUSTOM_OP,
+        "custom op under torch.func.vmap vs its Function": NO_CUSTOM_OP,
+        "custom op under torch.func.jvp vs its Function": NO_CUSTOM_OP,
     },
     "2.13": {
         # since 2.1 the seed's Function is refused (it saves an input it returns as-is), by both sides alike
@@ -71,6 +89,12 @@ OUTCOMES: dict[str, dict[str, tuple[str, str | None]]] = {
         "selective checkpoint, second order": ("consistent", None),
         "saved-tensor hooks inside torch.func.grad": ("expected", "functorch_reverse_with_saved_tensor_hooks"),
         "saved-tensor hooks inside torch.func.vmap": ("consistent", None),
+        "custom op, double autograd.grad vs its Function": ("consistent", None),
+        # pytorch#168393 (open): register_autograd's generated Function is refused by torch.func's reverse mode
+        "custom op under torch.func.grad": ("error_functorch_only", None),
+        "custom op under torch.func.vmap vs its Function": ("consistent", None),
+        # torch.func.jvp gives the op a zero tangent (no forward rule is registered, and none is asked for)
+        "custom op under torch.func.jvp vs its Function": ("value_mismatch", None),
     },
 }
 OUTCOMES["2.14"] = dict(OUTCOMES["2.13"])

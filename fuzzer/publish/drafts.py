@@ -50,6 +50,7 @@ LABEL_SILENT = "module: correctness (silent)"
 LABEL_PT2 = "oncall: pt2"
 LABEL_COMPILED_AUTOGRAD = "module: compiled autograd"
 LABEL_CHECKPOINT = "module: checkpoint"
+LABEL_CUSTOM_OPS = "module: custom-operators"
 LABELS_BACKEND = {"eager": "module: dynamo", "aot_eager": "module: aotdispatch", "inductor": "module: inductor"}
 
 #: What side B computes, per oracle (NOTE [oracles] in fuzzer/ir/oracles.py).
@@ -61,6 +62,16 @@ ORACLE_TEXT = {
     "vmap_vs_loop": "the same stack with every vmap replaced by a Python loop over the batch",
     "forward_over_reverse": "the same second-order derivative computed in the other order (jacfwd over reverse "
     "mode for jacrev over reverse mode, jacrev(jacrev) for hessian)",
+}
+#: NOTE [custom op mode]: what the two sides of a custom-op oracle run, per recipe.
+CUSTOM_OP_INTRO = {
+    "function_twin": "Side A runs them over a torch.library custom op, side B over the same operator written as a "
+    "torch.autograd.Function: the same forward, setup_context and backward (register_autograd's semantics are "
+    "autograd.Function's, its docs say), and where forward mode runs, the jvp rule that backward declares; so the "
+    "two must agree.",
+    "opcheck": "Side B runs the same, but each call of the op first runs torch.library.opcheck on its arguments. The "
+    "op's registrations are right (its fake implementation returns the forward's shapes, its autograd formula is "
+    "its backward's), so opcheck should pass and the two sides agree.",
 }
 
 TRIAGE_TEXT = {
@@ -115,6 +126,16 @@ def sides(bucket: BucketData) -> Sides:
             b = f"plain autograd ({', '.join(t[1] for t in twins)})"
         return Sides(a, b, ())
     kind = oracle_kind(oracle)  # NOTE [oracle table]: side B in words, where its stack says nothing new
+    if kind.side_b in ("function_twin", "opcheck"):  # NOTE [custom op mode]: one stack over the op, then the twin
+        if kind.side_a == "create_graph":
+            words = [w for t in skeleton if (w := transform_kind(t).twin_words) is not None]
+            a = (
+                words[0][0]
+                if len(set(words)) == 1
+                else f"plain autograd ({', '.join(w[1] for w in dict.fromkeys(words))})"
+            )
+        twin = "the same op as an autograd.Function" if kind.side_b == "function_twin" else kind.words
+        return Sides(f"{a} of a custom op", twin, ())
     alt = _alternate_skeleton(bucket) if kind.side_b == "alternate" else None
     if alt is not None:
         return Sides(a, stack_expr(alt), alt)
@@ -128,6 +149,9 @@ def plain_forward(bucket: BucketData) -> bool:
 
 
 def _feature_clause(features: list[str]) -> str:
+    if "custom_op" in features:  # NOTE [custom op mode]: the op is what the repro defines
+        rest = _feature_clause([f for f in features if f != "custom_op"]).removeprefix("for a custom autograd.Function")
+        return "for a torch.library custom op" + rest
     if not features:
         return "for a custom autograd.Function"
     phrases = [feature(f).phrase for f in features]  # NOTE [feature tags]
@@ -187,6 +211,8 @@ def title(bucket: BucketData, s: Sides | None = None) -> str:
     plain = plain_forward(bucket)
     if plain:  # NOTE [plain forward]: no Function in the repro, its features say nothing
         features = []
+    if oracle_kind(bucket.oracle).side_b in ("function_twin", "opcheck"):  # its sides say "custom op" already
+        features = [f for f in features if f != "custom_op"]
     text = None
     for n in range(len(features), -1, -1):
         for err, compact in [(e, False) for e in ERROR_FORMS] + [(ERROR_FORMS[-1], True)]:
@@ -211,6 +237,11 @@ def labels(bucket: BucketData, s: Sides | None = None) -> list[str]:
     the finite-difference triage; on either side when it is not known): a Function that merely has a jvp
     rule, or a jacfwd on the side that is right, does not make the bug forward AD's."""
     s = s or sides(bucket)
+    op = [LABEL_CUSTOM_OPS] if "custom_op" in bucket.features else []  # NOTE [custom op mode]
+    return op + [label for label in _labels(bucket, s) if label not in op]
+
+
+def _labels(bucket: BucketData, s: Sides) -> list[str]:
     compiled = bucket.compile
     if bucket.oracle == COMPILED and compiled:  # NOTE [compiled mode]: triaged by backend
         result = [LABEL_PT2, LABELS_BACKEND[compiled["backend"]]]
@@ -338,6 +369,8 @@ def draft(bucket: BucketData, run: RunData, env: str, known: tuple[KnownIssue, .
         f"Side A runs the transforms through torch.func; side B computes {ORACLE_TEXT.get(oracle, oracle)}, "
         "so the two must agree."
     )
+    if oracle_kind(oracle).side_b in CUSTOM_OP_INTRO:  # NOTE [custom op mode]
+        intro = f"With {what}, {core}{works}. {CUSTOM_OP_INTRO[oracle_kind(oracle).side_b]}"
     found = (
         "Repro (needs only torch; it exits with status 1 while the bug is there; found and shrunk by affuzz, a "
         "differential fuzzer of torch.func against plain autograd"

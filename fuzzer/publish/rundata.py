@@ -62,6 +62,11 @@ class BucketData:
         return tuple(self.summary.get("transforms") or ())
 
     @property
+    def features(self) -> tuple[str, ...]:
+        """The published case's features, essential or not."""
+        return tuple(self.summary.get("features") or ())
+
+    @property
     def signature_features(self) -> tuple[str, ...]:
         """The features essential to the bug (NOTE [signatures])."""
         return tuple(self.summary.get("signature_features") or ())

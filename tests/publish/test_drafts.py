@@ -196,6 +196,26 @@ def test_a_bucket_whose_repro_needs_no_function_says_so() -> None:
     assert "With a plain function (found with a custom autograd.Function" in text
 
 
+def test_a_custom_op_draft_says_what_its_sides_run() -> None:
+    """NOTE [custom op mode]: the op against its autograd.Function twin, in the words of what each side runs,
+    labelled for custom ops (and for pt2 where compiled)."""
+    b = bucket("value_mismatch", ["jvp"], ["custom_op"], oracle="custom_op_vs_function", triage="functorch_wrong")
+    b.summary["features"] = ["saved_input", "custom_op"]
+    assert title(b) == (
+        "torch.func.jvp of a custom op and the same op as an autograd.Function return different values "
+        "[affuzz:value_mismatch-0123456789]"
+    )
+    text = draft(b, run_data(), "env")
+    assert "Side A runs them over a torch.library custom op, side B over the same operator written as a" in text
+    assert labels(b)[0] == "module: custom-operators" and LABEL_FORWARD_AD in labels(b)
+    plain = bucket("value_mismatch", ["autograd_grad", "grad"], ["custom_op"], oracle="custom_op_vs_function_plain")
+    plain.summary["features"] = ["custom_op"]
+    assert title(plain).startswith("autograd.grad(create_graph=True) of a custom op and the same op as an")
+    compiled = bucket("value_mismatch", ["grad"], [], oracle="compiled_vs_eager")
+    compiled.summary.update(features=["custom_op"], compile={"backend": "aot_eager", "placement": "plain"})
+    assert labels(compiled)[:3] == ["module: custom-operators", "oncall: pt2", "module: aotdispatch"]
+
+
 def test_labels() -> None:
     assert labels(bucket("value_mismatch", ["grad"], [])) == ["module: functorch", "module: autograd", LABEL_SILENT]
     assert LABEL_FORWARD_AD in labels(bucket("error_functorch_only", ["linearize"], []))

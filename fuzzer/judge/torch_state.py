@@ -226,6 +226,15 @@ def restore_torch_state() -> None:
         pop()
 
 
+def quiet_vmap_fallback() -> None:
+    """NOTE [custom op teardown]: a custom op without register_vmap is batched by torch's fallback, which warns
+    once per op ("we have not yet implemented the batching rule for affuzz::op_..."): every custom-op case
+    has an op of its own, so a worker turns that warning off before it records torch's state."""
+    import torch
+
+    torch._C._functorch._set_vmap_fallback_warning_enabled(False)
+
+
 # NOTE [custom op teardown]
 # A custom-op case (NOTE [custom op mode] in fuzzer/ir/custom_op.py) registers its op with the dispatcher
 # when its script is executed: a Library fragment with the schema, the implementation, the fake and

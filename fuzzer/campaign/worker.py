@@ -141,7 +141,7 @@ class Worker:
                 continue
             generate += time.perf_counter() - t0
             if not cmd.careful:  # NOTE [compile share], NOTE [modes]
-                case = self.custom_ops.attach(case, pos)
+                case = self.custom_ops.attach(case, pos, refused=self.buckets.refused())
                 case = self.compiles.attach(case, pos, self.init.campaign_seconds + time.monotonic() - self._started)
                 case = self.checkpoints.attach(case, pos)
             # NOTE [worker protocol]: a mode's case names its modes' fields, which the position alone does not

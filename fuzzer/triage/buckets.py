@@ -139,6 +139,10 @@ class KnownBuckets:
     def has(self, bucket_id: str) -> bool:
         return any(b.id == bucket_id for b in self.entries)
 
+    def refused(self) -> bool:
+        """NOTE [known refusals]: whether some known refusal's bucket exists."""
+        return any(b.goal.oracle.startswith("known:") for b in self.entries)
+
     def refusal(self, key: str) -> str | None:
         """NOTE [known refusals]: the id of the one bucket of the known bug ``key`` (``known:<number>``), or None."""
         return next((b.id for b in self.entries if b.goal.oracle == key), None)

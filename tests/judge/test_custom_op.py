@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from fuzzer.codegen.render import render
+from fuzzer.gen.modes import CustomOpShare
 from fuzzer.ir.case import Case, CaseError, FDef, FunctionDef, Inputs, Node, Output, Transform, View
 from fuzzer.ir.custom_op import UNSAYABLE, as_custom_op, function_twin, unsayable
 from fuzzer.ir.features import features
@@ -172,3 +173,16 @@ def test_opcheck_passes_an_op_whose_registrations_are_right() -> None:
     assert sampled and len(sampled) < len(candidates)  # one Function in OPCHECK_ONE_IN
     j = Judge()(sampled[0], OPCHECK)
     assert j.verdict == "consistent", (j.verdict, j.reason, j.fingerprint)
+
+
+def test_once_the_refusal_is_bucketed_refused_stacks_keep_a_quarter_of_their_turns() -> None:
+    """NOTE [known refusals]: the mode's time goes where every oracle can still tell something new."""
+    share = CustomOpShare(3, 0, 0.5, by="cases")
+    reverse, vmapped = _case(("grad",)), _case(("vmap",))
+    turns = [k for k in range(400) if share.turn(k)]
+    assert len(turns) > 100
+    assert all(share.attach(vmapped, k, refused=True).function.style == "custom_op" for k in turns)
+    assert all(share.attach(reverse, k).function.style == "custom_op" for k in turns)
+    kept = [k for k in turns if share.attach(reverse, k, refused=True).function.style == "custom_op"]
+    assert 0.15 * len(turns) < len(kept) < 0.35 * len(turns)
+    assert kept == [k for k in turns if share.attach(reverse, k, refused=True).function.style == "custom_op"]

@@ -19,13 +19,10 @@ Function with any of them is never written as an op (validation refuses the case
 out). A legacy ``forward(ctx, ...)`` Function is written as its ``setup_context`` form, which computes
 the same with the same rules (the op has no style of its own).
 
-The twin is the Function in ``setup_context`` style with what the op has without registering it:
-under a stack with a forward-mode level, a jvp rule, the one its backward implies (NOTE [declared
-derivative] in fuzzer/codegen/fn_rules.py), where that is one derivative (not for a ``clipped``
-gradient rule, whose jvp is not its backward's derivative): the op registers no forward-mode rule, so
-what forward-mode AD gives for the op is held against the derivative the op's own backward declares
-(a stack without one never calls a jvp rule, so the twin has none there); and, where the op has no
-vmap rule and the stack vmaps, a hand-written rule that applies the Function per sample and stacks
+The twin is the Function in ``setup_context`` style, with the op's rules and no others: no jvp rule
+(the op cannot register one), so under forward-mode AD the twin raises the documented "must implement
+the jvp function" error, which the op owes too (NOTE [custom op promises] in fuzzer/judge/compare.py);
+and, where the op has no vmap rule and the stack vmaps, a hand-written rule that applies the Function per sample and stacks
 the results: an op without ``register_vmap`` is batched by torch's fallback, a loop over the samples
 that stacks what the op returns for each, which is what that rule does (fresh outputs included, so an
 in-place change of one does not reach what the op saved, on either side).
@@ -135,10 +132,7 @@ def as_custom_op(case: Case) -> Case | None:
 
 def function_twin(case: Case) -> FunctionDef:
     """The ``autograd.Function`` twin of a custom-op case's Function (NOTE [custom op mode]): setup_context
-    style, with the jvp rule its backward implies where the stack has a forward-mode level and that is one
-    derivative, and a per-sample vmap rule where the op has none and the stack vmaps."""
+    style, with a per-sample vmap rule where the op has none and the stack vmaps."""
     fn = case.function
-    forward = any("F" in transform_kind(t.name).path for t in case.transforms)
     vmaps = any(transform_kind(t.name).vmaps for t in case.transforms)
-    rule = "custom" if fn.vmap_rule == "none" and vmaps else fn.vmap_rule
-    return replace(fn, style="setup_context", jvp_rule=forward and fn.grad_rule != "clipped", vmap_rule=rule)
+    return replace(fn, style="setup_context", vmap_rule="custom" if fn.vmap_rule == "none" and vmaps else fn.vmap_rule)

@@ -135,6 +135,7 @@ class SideInfo:
     batched: bool = False
     checkpoint: Checkpoint | None = None  # NOTE [checkpoint mode]: how this side keeps what backward needs
     functorch_reverse: bool = False  # a reverse-mode torch.func level (grad, vjp, jacrev, hessian)
+    custom_op: bool = False  # NOTE [custom op mode]: the side runs the custom op against its Function twin
 
 
 def _path(transforms: tuple[Transform, ...], *, create_graph: bool = False) -> tuple[str, ...]:
@@ -227,6 +228,14 @@ def _function_twin_sides(
 ) -> tuple[SideInfo, SideInfo]:
     # NOTE [custom op mode]: the same stack and rules, over the op and over its autograd.Function twin
     a = _create_graph_side(stack) if oracle_kind(oracle).side_a == "create_graph" else _functorch_side(stack)
+    return replace(a, custom_op=True), a
+
+
+def _opcheck_sides(
+    stack: tuple[Transform, ...], oracle: str, compiled: Compile | None, checkpoint: Checkpoint | None
+) -> tuple[SideInfo, SideInfo]:
+    # NOTE [custom op mode]: the same side twice, opcheck only checks the op first
+    a = _create_graph_side(stack)
     return a, a
 
 
@@ -238,7 +247,7 @@ _SIDES = {
     "compiled": _compiled_sides,
     "checkpointed": _checkpointed_sides,
     "function_twin": _function_twin_sides,
-    "opcheck": _function_twin_sides,  # NOTE [custom op mode]: the same side, opcheck only checks the op
+    "opcheck": _opcheck_sides,
 }
 
 

@@ -32,6 +32,15 @@ unrelated to the input (no error, that term's second derivative dropped), and to
 made consistent with that on purpose (pytorch/pytorch#90224, 2023-01-17 comment). No side runs
 ``.backward()``, so no side owes the error (tests/judge/test_promises.py pins it).
 
+NOTE [custom op promises]
+Under the custom-op oracles (NOTE [custom op mode] in :mod:`fuzzer.ir.custom_op`) every limitation is a
+promise from the autograd.Function twin to the op: register_autograd's docs say its ctx "is the same ctx
+object used by torch.autograd.Function" and its backward has "the same semantics", so the op is the
+Function written another way. Where the twin raises a documented error whose conditions hold for the op's
+side too (no jvp rule under forward-mode AD: the custom op API has no way to register one), an op that
+returns a value instead has dropped the rule the error enforces (on torch 2.13 torch.func's forward mode
+gives such an op a zero tangent). The reverse is not owed: the op's own refusals are findings or known.
+
 NOTE [compiled promises]
 Under ``compiled_vs_eager`` (NOTE [compiled mode] in :mod:`fuzzer.ir.case`) every limitation is a promise
 from the eager side to the compiled one: torch.compile runs the same program (a graph break falls back
@@ -296,7 +305,7 @@ def classify(
             # two run the same program: not a compiled side that is also checkpointed, NOTE [checkpoint mode])
             owed = (
                 info.compiled is None and other_info.compiled is not None and info.checkpoint == other_info.checkpoint
-            )
+            ) or (other_info.custom_op and not info.custom_op)  # NOTE [custom op promises]
             broken += [
                 (lim.name, side.fingerprint)
                 for lim in hit

@@ -66,9 +66,9 @@ ORACLE_TEXT = {
 #: NOTE [custom op mode]: what the two sides of a custom-op oracle run, per recipe.
 CUSTOM_OP_INTRO = {
     "function_twin": "Side A runs them over a torch.library custom op, side B over the same operator written as a "
-    "torch.autograd.Function: the same forward, setup_context and backward (register_autograd's semantics are "
-    "autograd.Function's, its docs say), and where forward mode runs, the jvp rule that backward declares; so the "
-    "two must agree.",
+    "torch.autograd.Function: the same forward, setup_context and backward (register_autograd's ctx \"is the same "
+    'ctx object used by torch.autograd.Function" and its backward has "the same semantics", its docs say), so '
+    "the two must return the same values or raise the same documented error.",
     "opcheck": "Side B runs the same, but each call of the op first runs torch.library.opcheck on its arguments. The "
     "op's registrations are right (its fake implementation returns the forward's shapes, its autograd formula is "
     "its backward's), so opcheck should pass and the two sides agree.",

@@ -82,9 +82,10 @@ def test_an_op_case_round_trips_and_drops_back_to_its_function() -> None:
     assert "register_vmap" in apis_needed(case, MAIN)
     plain = without(case, "custom_op")
     assert plain is not None and plain.function.style == "setup_context" and CUSTOM_OP not in applicable(plain)
-    twin = function_twin(case)  # the twin keeps the op's vmap rule; no jvp rule without a forward-mode level
+    twin = function_twin(case)  # the twin keeps the op's rules, and nothing the op cannot say
     assert (twin.style, twin.vmap_rule, twin.jvp_rule) == ("setup_context", "custom", False)
-    assert function_twin(_op(("jvp",))).jvp_rule and function_twin(_op(("vmap",))).vmap_rule == "custom"
+    assert not function_twin(_op(("jvp",))).jvp_rule and function_twin(_op(("jvp",))).vmap_rule == "none"
+    assert function_twin(_op(("vmap",))).vmap_rule == "custom"  # the fallback's loop, where the op has no rule
 
 
 def test_a_script_registers_the_op_under_a_name_of_its_own() -> None:
@@ -119,14 +120,15 @@ def test_a_planted_wrong_vmap_rule_is_judged_on_the_op_as_on_the_function() -> N
 
 
 @needs_custom_op
-def test_torch_func_forward_mode_gives_a_custom_op_a_zero_tangent() -> None:
-    """torch 2.13 and 2.14.1: torch.func.jvp of an op with register_autograd returns zeros where the
-    derivative its backward declares is not zero (its twin's jvp); plain forward AD with inputs that
-    require grad raises the autograd.Function "must implement the jvp function" error, documented."""
+def test_torch_func_forward_mode_gives_a_custom_op_a_zero_tangent_where_its_function_raises() -> None:
+    """torch 2.13 and 2.14.1: torch.func.jvp of an op with register_autograd returns zeros where its twin, a
+    Function without a jvp rule, raises the documented "must implement the jvp function" error, which the
+    op owes too (NOTE [custom op promises]); under plain forward AD with inputs that require grad both raise."""
     judge = Judge()
     j = judge(_op(("jvp",)), CUSTOM_OP)
-    assert j.verdict == "value_mismatch", (j.verdict, j.fingerprint)
+    assert (j.verdict, j.reason) == ("promise_broken", "forward_mode_without_jvp"), (j.verdict, j.fingerprint)
     assert j.outcome is not None and j.outcome.functorch.value == "tensor(0., dtype=torch.float64)"
+    assert "must implement the jvp function" in j.fingerprint
     plain = judge(_op(("jvp",)), CUSTOM_OP_PLAIN)
     assert (plain.verdict, plain.reason) == ("expected", "forward_mode_without_jvp")
 

@@ -93,8 +93,8 @@ OUTCOMES: dict[str, dict[str, tuple[str, str | None]]] = {
         # pytorch#168393 (open): register_autograd's generated Function is refused by torch.func's reverse mode
         "custom op under torch.func.grad": ("error_functorch_only", None),
         "custom op under torch.func.vmap vs its Function": ("consistent", None),
-        # torch.func.jvp gives the op a zero tangent (no forward rule is registered, and none is asked for)
-        "custom op under torch.func.jvp vs its Function": ("value_mismatch", None),
+        # torch.func.jvp gives the op a zero tangent where its Function (no jvp rule) raises the documented error
+        "custom op under torch.func.jvp vs its Function": ("promise_broken", "forward_mode_without_jvp"),
     },
 }
 OUTCOMES["2.14"] = dict(OUTCOMES["2.13"])

@@ -46,6 +46,7 @@ from ..ir.custom_op import as_custom_op
 from ..ir.features import features
 from ..ir.oracles import CHECKPOINT, COMPILED, applicable, without_modes
 from ..ir.verdicts import ERROR_VERDICTS, FINDING_VERDICTS
+from ..judge.apis import API_REASONS
 from ..judge.execute import COMPILED_TRIAGE, Outcome, triage_source
 from ..judge.judge import NO_COMPILE, Judge, Judgement
 from ..judge.torch_state import freeze_heap, quiet_vmap_fallback, record_torch_state, torch_state_changes
@@ -72,6 +73,10 @@ def _with_modes(drawn: Case, like: Case) -> Case:
     if like.function.style == "custom_op":
         return as_custom_op(drawn) or drawn
     return drawn
+
+
+#: NOTE [modes]: the reason every oracle of a custom-op case gives on a torch without custom ops.
+NO_CUSTOM_OP = API_REASONS["torch.library.custom_op"]
 
 
 class Worker:
@@ -162,6 +167,8 @@ class Worker:
                 compiled = max(0.0, report.seconds - report.triage_seconds - others)
                 if (COMPILED, "not_applicable", NO_COMPILE) in report.verdicts:
                     self.compiles.share = 0.0  # this torch has no torch.compile: no case is run compiled again
+            if op and any(reason == NO_CUSTOM_OP for _, _, reason in report.verdicts):
+                self.custom_ops.share = 0.0  # this torch has no torch.library.custom_op: no case is one again
             # NOTE [modes]: a custom-op case runs instead of the drawn one: all of it is the mode's
             custom_op = max(0.0, report.seconds - report.triage_seconds - compiled - checkpointed) if op else 0.0
             self.coverage.add(tags, names, report.seconds - compiled - checkpointed)  # NOTE [compile share]

@@ -144,3 +144,28 @@ def test_a_compiled_case_counts_its_compile_in_the_share_and_not_in_steering() -
     assert report.loop_seconds >= report.seconds - report.triage_seconds
     assert worker.coverage.seconds == pytest.approx(report.seconds - report.compiled_seconds)
     assert worker.compiles.compiled_seconds >= report.compiled_seconds
+
+
+def test_a_custom_op_case_is_the_modes_and_a_torch_without_custom_ops_turns_the_mode_off(monkeypatch) -> None:
+    """NOTE [modes]: a custom-op case runs instead of the drawn one, so all of it but triage is the mode's
+    cost; where this torch has no torch.library.custom_op (2.0.1), the first such case says so and the
+    worker writes no case as an op again."""
+    from fuzzer.campaign.protocol import Fuzz, WorkerInit
+    from fuzzer.campaign.worker import Worker
+    from fuzzer.judge import apis as apis_module
+
+    worker = Worker(WorkerInit(slot=0, seed=9, custom_op_share=0.9, modes=("custom_op",), steer=False))
+    result = worker.fuzz(Fuzz(start=0, max_cases=60, seconds=120.0))
+    ops = [r for r in result.reports if "custom_op" in r.features]
+    assert ops and all(r.custom_op_seconds == pytest.approx(r.seconds - r.triage_seconds) for r in ops)
+    assert all(r.custom_op_seconds == 0.0 for r in result.reports if "custom_op" not in r.features)
+    assert worker.custom_ops.seconds == pytest.approx(sum(r.custom_op_seconds for r in ops))
+
+    monkeypatch.setattr(apis_module, "api_missing", {"torch.library.custom_op": "no custom_op"}.get)
+    worker = Worker(WorkerInit(slot=0, seed=9, custom_op_share=0.9, modes=("custom_op",), steer=False))
+    result = worker.fuzz(Fuzz(start=0, max_cases=60, seconds=120.0))
+    ops = [r for r in result.reports if "custom_op" in r.features]
+    assert len(ops) == 1 and worker.custom_ops.share == 0.0
+    assert {(o, v, why) for o, v, why in ops[0].verdicts} == {
+        (o, "not_applicable", "custom_op_unavailable") for o, _, _ in ops[0].verdicts
+    }

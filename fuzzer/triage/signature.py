@@ -37,6 +37,9 @@ class Signature:
 
     @property
     def text(self) -> str:
+        if self.error and self.verdict == "promise_broken" and oracle_kind(self.oracle).side_b == "function_twin":
+            # NOTE [custom op promises]: the op broke the promise, not Dynamo or torch.func: a bucket of its own
+            return f"{self.kind}|custom_op|{self.error}"
         if self.error:
             return f"{self.kind}|{self.error}"
         text = f"{self.verdict}|{self.oracle}|{'>'.join(self.skeleton)}|{'+'.join(self.features) or '-'}"

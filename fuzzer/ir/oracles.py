@@ -77,6 +77,9 @@ class OracleKind:
     mode_field: str | None = None  # the case field this oracle needs (None: it applies by the stack alone)
     in_check: bool = True  # ``affuzz check`` runs it
     side_a: str = "functorch"  # side A's mode where no mode field decides it (see side_a_mode)
+    # feature tags a case needs for this oracle to apply at all: essential to each of its findings by
+    # definition, so neither ablation nor shrinking takes them away (the custom-op oracles: custom_op)
+    needs_tags: tuple[str, ...] = ()
     apis: tuple[str, ...] = ()  # torch APIs it always needs (see apis_needed)
     # the documented limitations of its mode: known_limitations.json entries and the judge's own rules
     # (NOTE [torch.func of a compiled function], NOTE [checkpoint recomputed elsewhere]...)
@@ -111,6 +114,7 @@ ORACLE_KINDS: tuple[OracleKind, ...] = (
         "the same op written as an autograd.Function",
         in_check=False,
         apis=("torch.library.custom_op",),
+        needs_tags=("custom_op",),
     ),
     OracleKind(
         "custom_op_vs_function_plain",
@@ -120,6 +124,7 @@ ORACLE_KINDS: tuple[OracleKind, ...] = (
         in_check=False,
         apis=("torch.library.custom_op",),
         side_a="create_graph",
+        needs_tags=("custom_op",),
     ),
     OracleKind(
         "custom_op_opcheck",
@@ -129,6 +134,7 @@ ORACLE_KINDS: tuple[OracleKind, ...] = (
         in_check=False,
         apis=("torch.library.custom_op", "torch.library.opcheck"),
         side_a="create_graph",
+        needs_tags=("custom_op",),
     ),
     OracleKind(
         "compiled_vs_eager",

@@ -36,7 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ..ir.case import RECOMPUTING_KINDS, Case
-from ..ir.oracles import CHECKPOINT, COMPILED, apis_needed
+from ..ir.features import features
+from ..ir.oracles import CHECKPOINT, COMPILED, apis_needed, oracle_kind
 from ..ir.validate import validate
 from ..ir.validity import VALUES_ONLY_RULES, SideInfo, repair, rule_conflict, sides, values_meaningless
 from ..ir.verdicts import FINDING_VERDICTS
@@ -45,6 +46,9 @@ from .compare import Limitation, classify, load_registry, mutates_in_place
 from .execute import Outcome, run_oracles
 
 SUBJECTS = ("torch", "function")
+#: ``not_applicable`` reason of an oracle whose case lacks the feature tags it needs (``needs_tags``: a
+#: custom-op oracle on a case whose Function is not written as a custom op, e.g. a shrinker's variant)
+NOT_AN_OP = "case_lacks_needed_tags"
 #: ``not_applicable`` reason of the compiled oracle where this torch (and Python) has no torch.compile
 NO_COMPILE = API_REASONS["torch.compile"]
 #: ``not_applicable`` reason of a compiled side stopped by the recompile limit (NOTE [compiled cases] in
@@ -140,6 +144,8 @@ class Judge:
         oracle, runs once. ``before(o)`` is called before oracle ``o`` runs."""
         # NOTE [oracle table]: a mode whose torch API this torch lacks is decided without running it
         missing = {o: r for o in oracles if (r := first_missing(apis_needed(case, o)))}
+        tags = set(features(case)) if any(oracle_kind(o).needs_tags for o in oracles) else set()
+        missing |= {o: NOT_AN_OP for o in oracles if not set(oracle_kind(o).needs_tags) <= tags}
         if missing:
             rest = tuple(o for o in oracles if o not in missing)
             done = self.all(case, rest, before=before, recheck=recheck) if rest else []

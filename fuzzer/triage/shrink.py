@@ -60,6 +60,7 @@ from hypothesis.database import InMemoryExampleDatabase
 from ..gen.profile import campaign_settings
 from ..ir.case import Case
 from ..ir.features import features
+from ..ir.oracles import oracle_kind
 from .ablate import without
 from .reduce import PASSES, candidates, size
 
@@ -177,7 +178,10 @@ class Shrinker:
         tags = features(case)
         if not set(g.features) <= set(tags):
             return False
+        needed = oracle_kind(g.oracle).needs_tags  # essential by definition (the oracle's own tags)
         for tag in g.features if not full else sorted(tags, key=lambda t: t not in g.features):
+            if tag in needed:
+                continue
             variant = without(case, tag)
             agrees = variant is not None and self._outcome(variant)[0] == "consistent"
             if agrees != (tag in g.features):

@@ -95,8 +95,8 @@ def signature(
     (classified) verdict. ``error``: the fingerprint of an error finding (its bucket key)."""
     essential = []
     for tag in features(case):
-        if tag == "custom_op" and oracle_kind(oracle).side_b == "function_twin":
-            essential.append(tag)  # NOTE [custom op mode]: the oracle compares the op: without it, nothing
+        if tag in oracle_kind(oracle).needs_tags:
+            essential.append(tag)  # NOTE [custom op mode]: the oracle needs it: without it, no comparison
             continue
         variant = without(case, tag)
         if variant is not None and judge(variant) == "consistent":

@@ -51,6 +51,8 @@ LABEL_PT2 = "oncall: pt2"
 LABEL_COMPILED_AUTOGRAD = "module: compiled autograd"
 LABEL_CHECKPOINT = "module: checkpoint"
 LABEL_CUSTOM_OPS = "module: custom-operators"
+#: Verdicts where a side returned a wrong result without a word: a value, or a value where an error is owed.
+SILENT_VERDICTS = ("value_mismatch", "structure_mismatch", "promise_broken")
 LABELS_BACKEND = {"eager": "module: dynamo", "aot_eager": "module: aotdispatch", "inductor": "module: inductor"}
 
 #: What side B computes, per oracle (NOTE [oracles] in fuzzer/ir/oracles.py).
@@ -249,12 +251,12 @@ def _labels(bucket: BucketData, s: Sides) -> list[str]:
             result.append(LABEL_COMPILED_AUTOGRAD)
         if set(bucket.transforms) - {"autograd_grad"} and compiled["placement"] != "plain":
             result.append(LABEL_FUNCTORCH)
-        if bucket.verdict in ("value_mismatch", "structure_mismatch"):
+        if bucket.verdict in SILENT_VERDICTS:
             result.append(LABEL_SILENT)
         return result
     if bucket.oracle == CHECKPOINT:  # NOTE [checkpoint mode]: checkpointing's, and autograd's
         result = [LABEL_CHECKPOINT, LABEL_AUTOGRAD]
-        if bucket.verdict in ("value_mismatch", "structure_mismatch"):
+        if bucket.verdict in SILENT_VERDICTS:
             result.append(LABEL_SILENT)
         return result
     a, b = set(bucket.transforms), set(s.b_skeleton)
@@ -263,7 +265,7 @@ def _labels(bucket: BucketData, s: Sides) -> list[str]:
     result = [LABEL_FUNCTORCH, LABEL_AUTOGRAD]  # side A is always torch.func, the Function is autograd's
     if transforms & set(FORWARD_MODE_TRANSFORMS):
         result.append(LABEL_FORWARD_AD)
-    if bucket.verdict in ("value_mismatch", "structure_mismatch"):
+    if bucket.verdict in SILENT_VERDICTS:
         result.append(LABEL_SILENT)
     return result
 

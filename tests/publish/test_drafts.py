@@ -216,6 +216,19 @@ def test_a_custom_op_draft_says_what_its_sides_run() -> None:
     assert labels(compiled)[:3] == ["module: custom-operators", "oncall: pt2", "module: aotdispatch"]
 
 
+def test_a_broken_promise_is_labelled_silent() -> None:
+    """A side that returned a value where torch promises an error is wrong without a word."""
+    op = bucket("promise_broken", ["jvp"], ["custom_op"], oracle="custom_op_vs_function")
+    op.summary["features"] = ["custom_op"]
+    assert labels(op) == [
+        "module: custom-operators",
+        "module: functorch",
+        "module: autograd",
+        LABEL_FORWARD_AD,
+        LABEL_SILENT,
+    ]
+
+
 def test_labels() -> None:
     assert labels(bucket("value_mismatch", ["grad"], [])) == ["module: functorch", "module: autograd", LABEL_SILENT]
     assert LABEL_FORWARD_AD in labels(bucket("error_functorch_only", ["linearize"], []))

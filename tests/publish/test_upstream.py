@@ -46,6 +46,8 @@ EXPECTED: dict[str, tuple[int | None, tuple[str, ...]]] = {
     "torch_bug_error-05cedf6850": (None, ()),  # C3 (looks new)
     "error-c4c8c8b810": (187284, ()),  # C4
     "value_mismatch-d2df2c7290": (None, ()),  # C5 (no issue found; PR #185976 describes the fix)
+    "promise_broken-2fdd576810": (None, ()),  # O1 (looks new: a custom op's zero tangent under torch.func forward mode)
+    "error-f6361b24de": (168393, ()),  # O2
 }
 
 

@@ -67,13 +67,11 @@ ORACLE_TEXT = {
 }
 #: NOTE [custom op mode]: what the two sides of a custom-op oracle run, per recipe.
 CUSTOM_OP_INTRO = {
-    "function_twin": "Side A runs them over a torch.library custom op, side B over the same operator written as a "
-    "torch.autograd.Function: the same forward, setup_context and backward (register_autograd's ctx \"is the same "
-    'ctx object used by torch.autograd.Function" and its backward has "the same semantics", its docs say), so '
-    "the two must return the same values or raise the same documented error.",
-    "opcheck": "Side B runs the same, but each call of the op first runs torch.library.opcheck on its arguments. The "
-    "op's registrations are right (its fake implementation returns the forward's shapes, its autograd formula is "
-    "its backward's), so opcheck should pass and the two sides agree.",
+    "function_twin": "Side A runs them over a torch.library custom op, side B over the same op written as a "
+    'torch.autograd.Function (register_autograd\'s ctx "is the same ctx object used by torch.autograd.Function", '
+    "its docs say): the two must return the same values or raise the same documented error.",
+    "opcheck": "Side B runs the same once torch.library.opcheck passed the op on the arguments f gives it; the op's "
+    "registrations are right (a fake of the forward's shapes, its backward as autograd formula): opcheck must pass.",
 }
 
 TRIAGE_TEXT = {

@@ -206,7 +206,7 @@ def test_a_custom_op_draft_says_what_its_sides_run() -> None:
         "[affuzz:value_mismatch-0123456789]"
     )
     text = draft(b, run_data(), "env")
-    assert "Side A runs them over a torch.library custom op, side B over the same operator written as a" in text
+    assert "Side A runs them over a torch.library custom op, side B over the same op written as a" in text
     assert labels(b)[0] == "module: custom-operators" and LABEL_FORWARD_AD in labels(b)
     plain = bucket("value_mismatch", ["autograd_grad", "grad"], ["custom_op"], oracle="custom_op_vs_function_plain")
     plain.summary["features"] = ["custom_op"]

@@ -28,15 +28,15 @@ compute the same mathematics another way:
                                 [custom op mode] in fuzzer/ir/custom_op.py): the case's stack under
                                 torch.func over the op (side A) and over its autograd.Function twin
     custom_op_vs_function_plain the same with both sides the create_graph twins (plain autograd)
-    custom_op_opcheck           the create_graph side over the op, and the same where every call of
-                                the op first runs torch.library.opcheck on its arguments (on a
-                                sample of the custom-op cases: OPCHECK_ONE_IN)
+    custom_op_opcheck           the create_graph side over the op, and the same once
+                                torch.library.opcheck passed the op on the arguments f gives it (on
+                                a sample of the custom-op Functions: OPCHECK_ONE_IN)
 
 The first runs on every case; the metamorphic ones on every case they apply to; a mode's oracle (the
 compiled and the checkpoint one) on the cases that carry its field (``compile``, ``checkpoint``; the
-campaign gives each mode its own share of the time); the custom-op one on the cases whose Function is
-written as a custom op (every other oracle runs on those too, over the op). Verdict names stay the same for all oracles:
-"functorch" is side A, "reference" is side B.
+campaign gives each mode its own share of the time); the custom-op ones on the cases whose Function is
+written as a custom op (every other oracle runs on those too, over the op). Verdict names stay the same
+for all oracles: "functorch" is side A, "reference" is side B.
 
 NOTE [oracle table]
 One row per oracle (:data:`ORACLE_KINDS`): side B's mode name in a script, how side B is built from side A

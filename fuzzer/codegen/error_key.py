@@ -32,10 +32,16 @@ def message_key(type_name, message):
 # Your code may result in an error when running in eager"): the program's own error, the one eager raises.
 # The judge explains and compares such an error as the inner one (a hand check of a 10-minute run read a
 # compiled side "disagreeing" with eager by raising eager's very error, wrapped), while its fingerprint stays
-# the raised error's, the line a repro's traceback ends on (verification reads that line).
+# the raised error's, the line a repro's traceback ends on (verification reads that line). The same for
+# BackendCompilerFailed("backend='aot_eager' raised:\nRuntimeError: <message>\n\nSet TORCHDYNAMO_VERBOSE...")
+# where AOTAutograd, tracing the backward ahead of time, meets the program's own error (a saved tensor
+# modified in place: eager raises it when backward runs, the compiled side when it is compiled).
 def dynamo_inner_error(type_name, message):
-    """NOTE [errors Dynamo wraps]: the (type, message) inside Dynamo's fake-tensor wrapper, or None for any
-    other error."""
+    """NOTE [errors Dynamo wraps]: the (type, message) inside Dynamo's fake-tensor wrapper or a backend's
+    failure, or None for any other error."""
+    if type_name == "BackendCompilerFailed":
+        m = re.match(r"backend=(['\"])\w+\1 raised:\n(\w+): (.*?)\n\n(?:Set TORCHDYNAMO_VERBOSE|$)", message, re.S)
+        return None if m is None else (m.group(2), m.group(3))
     if type_name != "TorchRuntimeError":
         return None
     m = re.search(r"when making fake tensor call\b.*?: got (\w+)\((['\"])(.*?)\2\)\s*\n\s*Hint:", message, re.S)

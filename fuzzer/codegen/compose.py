@@ -185,8 +185,8 @@ def checkpointed_stack(stack: tuple[Transform, ...], sums: list[bool], n: int, c
 
 
 def opchecked_side(case: Case) -> tuple[str, set[str]]:
-    """NOTE [custom op mode]: the create_graph side where each call of ``f`` first runs torch.library.opcheck on
-    the custom op, with the arguments ``f`` gives it (the script's ``op_args``)."""
+    """NOTE [custom op mode]: the create_graph side over ``opchecked(f)``: ``f`` once torch.library.opcheck passed
+    the custom op on the arguments ``f`` gives it (the script's ``op_args``)."""
     expr, names = compose_stack(
         case.transforms, needs_sum(case), case.function.n_inputs, "create_graph", inner="opchecked(f)"
     )

@@ -113,27 +113,25 @@ def _alternate_skeleton(bucket: BucketData) -> tuple[str, ...] | None:
     return None if alt is None else tuple(t.name for t in alt)
 
 
+def _plain_words(skeleton: tuple[str, ...]) -> str:
+    """A stack's create_graph twins in words: ``autograd.grad(create_graph=True)``, or ``plain autograd (...)``."""
+    words = (transform_kind(t).twin_words for t in skeleton)  # NOTE [transform table]
+    twins = list(dict.fromkeys(w for w in words if w is not None)) or [transform_kind("grad").twin_words]
+    if len(twins) == 1:  # (a stack of autograd_grad alone: reverse mode's words)
+        return twins[0][0]
+    return f"plain autograd ({', '.join(t[1] for t in twins)})"
+
+
 def sides(bucket: BucketData) -> Sides:
     skeleton = bucket.transforms
     oracle = bucket.oracle
     a = stack_expr(skeleton)
     if oracle == MAIN:
-        words = (transform_kind(t).twin_words for t in skeleton)  # NOTE [transform table]
-        twins = list(dict.fromkeys(w for w in words if w is not None)) or [transform_kind("grad").twin_words]
-        if len(twins) == 1:  # (a stack of autograd_grad alone: reverse mode's words)
-            b = twins[0][0]
-        else:
-            b = f"plain autograd ({', '.join(t[1] for t in twins)})"
-        return Sides(a, b, ())
+        return Sides(a, _plain_words(skeleton), ())
     kind = oracle_kind(oracle)  # NOTE [oracle table]: side B in words, where its stack says nothing new
     if kind.side_b in ("function_twin", "opcheck"):  # NOTE [custom op mode]: one stack over the op, then the twin
         if kind.side_a == "create_graph":
-            words = [w for t in skeleton if (w := transform_kind(t).twin_words) is not None]
-            a = (
-                words[0][0]
-                if len(set(words)) == 1
-                else f"plain autograd ({', '.join(w[1] for w in dict.fromkeys(words))})"
-            )
+            a = _plain_words(skeleton)
         twin = "the same op as an autograd.Function" if kind.side_b == "function_twin" else kind.words
         return Sides(f"{a} of a custom op", twin, ())
     alt = _alternate_skeleton(bucket) if kind.side_b == "alternate" else None

@@ -27,7 +27,7 @@ from ..ir.case import CHECKPOINT_KINDS, Case, Checkpoint
 from ..ir.custom_op import as_custom_op
 from ..ir.errors import AffuzzError
 from ..ir.oracles import CHECKPOINT, COMPILED, CUSTOM_OP
-from ..ir.transforms import TRANSFORM_KINDS
+from ..ir.transforms import FUNCTORCH_REVERSE
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,6 @@ CUSTOM_OP_COST_RATIO = 1.0
 #: The share of custom-op turns a stack with a reverse-mode torch.func level keeps once the refusal of
 #: those levels (pytorch#168393) is bucketed (CustomOpShare.attach).
 REFUSED_KEEP = 0.25
-_FUNC_REVERSE = tuple(k.name for k in TRANSFORM_KINDS if k.functorch and "R" in k.path)
 _PLACEMENTS = (("plain", 0.5), ("inside", 0.8), ("compiled", 1.0))  # cumulative
 
 
@@ -157,7 +156,7 @@ class CustomOpShare(ModeShare):
         to the stacks where every oracle can still tell something new."""
         if case.function.style == "custom_op" or not self.turn(k):
             return case
-        if refused and any(t.name in _FUNC_REVERSE for t in case.transforms):
+        if refused and any(t.name in FUNCTORCH_REVERSE for t in case.transforms):
             if random.Random(f"{self.seed}/{self.slot}/custom-op-refused/{k}").random() >= REFUSED_KEEP:
                 return case
         return as_custom_op(case) or case

@@ -194,6 +194,9 @@ TRANSFORM_KINDS: tuple[TransformKind, ...] = (
         fd_twin="fd_vjp",
     ),
 )
+#: The reverse-mode torch.func transforms (grad, vjp, jacrev, hessian): what refuses saved-tensor hooks
+#: (NOTE [checkpoint mode]) and a register_autograd custom op (NOTE [known refusals]).
+FUNCTORCH_REVERSE = tuple(k.name for k in TRANSFORM_KINDS if k.functorch and "R" in k.path)
 _BY_NAME = {k.name: k for k in TRANSFORM_KINDS}
 
 

@@ -73,12 +73,10 @@ from dataclasses import dataclass, replace
 
 from .case import CHECKPOINT_COMPILE, STRAIGHT_THROUGH_OPS, Case, Checkpoint, Compile, FunctionDef, Transform
 from .oracles import alternate, oracle_kind
-from .transforms import TRANSFORM_KINDS, transform_kind
+from .transforms import FUNCTORCH_REVERSE, TRANSFORM_KINDS, transform_kind
 
 #: Forward-mode transforms (NOTE [transform table] in :mod:`fuzzer.ir.transforms`).
 _F = tuple(k.name for k in TRANSFORM_KINDS if k.forward_mode)
-#: Reverse-mode torch.func transforms (they refuse saved-tensor hooks: NOTE [checkpoint mode]).
-_FUNC_REVERSE = tuple(k.name for k in TRANSFORM_KINDS if k.functorch and "R" in k.derivative_path())
 #: torch.func transforms that run the Function under vmap (directly or through their own vmap).
 _VMAPS = tuple(k.name for k in TRANSFORM_KINDS if k.vmaps)
 REASONS = (
@@ -155,7 +153,7 @@ def _functorch_side(transforms: tuple[Transform, ...], *, loops: bool = False) -
         forward_ad=any(n in _F or n == "hessian" for n in names),
         linearize_nested="linearize" in names and any(n in _VMAPS or n in _F for n in others),
         batched="vmap" in names and not loops,
-        functorch_reverse=any(n in _FUNC_REVERSE for n in names),
+        functorch_reverse=any(n in FUNCTORCH_REVERSE for n in names),
     )
 
 

@@ -49,7 +49,7 @@ from ..ir.verdicts import ERROR_VERDICTS, FINDING_VERDICTS
 from ..judge.apis import API_REASONS
 from ..judge.execute import COMPILED_TRIAGE, Outcome, triage_source
 from ..judge.judge import NO_COMPILE, Judge, Judgement
-from ..judge.torch_state import freeze_heap, quiet_vmap_fallback, record_torch_state, torch_state_changes
+from ..judge.torch_state import freeze_heap, prepare_process, torch_state_changes
 from ..publish.upstream import one_bucket_key
 from ..triage.buckets import KnownBuckets, RawFinding, error_bucket_id, quick_key
 from ..triage.shrink import Goal, Shrinker
@@ -96,8 +96,7 @@ class Worker:
         self._current: tuple[str, Any] = ("idle", None)  # what a beat reports (NOTE [worker protocol])
         self._timed_out = False  # a case hit the per-case timer (NOTE [interrupted cases])
         self._leaked: list[str] = []  # NOTE [leaked torch state]: what the last case left changed
-        quiet_vmap_fallback()  # NOTE [custom op teardown]
-        record_torch_state()
+        prepare_process()  # NOTE [leaked torch state]
         if init.own_process:
             freeze_heap(start=True)  # NOTE [frozen heap]: never in a process it shares
         self.compiles = CompileShare(

@@ -144,6 +144,24 @@ def record_torch_state() -> None:
         _BASELINE_SETS[:] = [torch._C._dispatch_tls_local_include_set(), torch._C._dispatch_tls_local_exclude_set()]
 
 
+def prepare_process() -> None:
+    """NOTE [leaked torch state]: what every process that runs cases does once, before its first case (the
+    campaign worker and ``affuzz check`` both call this, so the two cannot drift): the batching fallback's
+    per-op warning off (NOTE [custom op teardown]), then this clean state recorded as the one
+    :func:`repair_torch_state` puts back."""
+    quiet_vmap_fallback()
+    record_torch_state()
+
+
+def settle_torch_state() -> list[str]:
+    """After a case: where torch's state differs from the recorded one, repair it; what still differs
+    (empty: the next case starts clean)."""
+    if not torch_state_changes():
+        return []
+    repair_torch_state()
+    return torch_state_changes()
+
+
 def torch_state_changes() -> list[str]:
     """What of torch's global state differs from the state every case starts from (empty: nothing)."""
     torch = sys.modules.get("torch")

@@ -103,3 +103,37 @@ def fd_jvp(fn, argnums=0, eps=1e-3):
 def fd_hessian(fn, argnums=0, eps=1e-3):
     """Hessian (Jacobian of the Jacobian), shape out.shape + x.shape + x.shape (torch.func.hessian)."""
     return fd_jac(fd_jac(fn, argnums, eps), argnums, eps)
+
+
+def kink(fn, args, eps=1e-3):
+    """Where ``fn`` is not smooth within ``eps`` of ``args`` ('' where it is): for each element of each
+    tensor argument, the one-sided differences above and below it disagree (a kink, a tie, a branch).
+    affuzz check asks this before a disagreement with finite differences is a finding."""
+    with torch.no_grad():
+        args = [a.detach().to(torch.float64) for a in args]
+        at = fn(*args).to(torch.float64)
+        for k, x in enumerate(args):
+            for i in range(x.numel()):
+                d = torch.zeros(x.numel(), dtype=torch.float64)
+                d[i] = eps
+                d = d.reshape(x.shape)
+                up = (fn(*args[:k], x + d, *args[k + 1 :]).to(torch.float64) - at) / eps
+                down = (at - fn(*args[:k], x - d, *args[k + 1 :]).to(torch.float64)) / eps
+                finite = bool(torch.isfinite(up).all() and torch.isfinite(down).all())
+                if not finite or not torch.allclose(up, down, rtol=1e-2, atol=1e-2):
+                    gap = (up - down).abs().max().item() if finite else float("nan")
+                    return f"input {k} element {i}: one-sided differences differ by {gap:.3g}"
+    return ""
+
+
+def unconverged(fd_side, eps=1e-3):
+    """Where finite differences have not converged at ``eps`` ('' where they have): ``fd_side(e)`` (a list
+    of tensors, finite differences with step e) at eps and at eps / 10 differ by more than half of
+    affuzz check's tolerance (a derivative that jumps within a step, where central differences lose
+    their eps**2 accuracy)."""
+    coarse, fine = fd_side(eps), fd_side(eps / 10)
+    for k, (a, b) in enumerate(zip(coarse, fine, strict=True)):
+        if not torch.allclose(a, b, rtol=5e-5, atol=5e-5):
+            gap = (a - b).abs().max().item()
+            return f"finite differences at steps {eps:g} and {eps / 10:g} differ by {gap:.3g} (entry {k})"
+    return ""

@@ -232,10 +232,29 @@ def test_float32_and_requires_grad_inputs_give_float64_without_graph() -> None:
 
 def test_sources_run_standalone_with_only_torch() -> None:
     names = [n for n, obj in vars(repro_fd).items() if inspect.isfunction(obj) and obj.__module__ == repro_fd.__name__]
-    assert set(names) == {"fd_jac", "fd_grad", "fd_vjp", "fd_jvp", "fd_hessian"}
+    assert set(names) == {"fd_jac", "fd_grad", "fd_vjp", "fd_jvp", "fd_hessian", "kink", "unconverged"}
     namespace = {"torch": torch}
     exec("\n\n".join(inspect.getsource(getattr(repro_fd, n)) for n in names), namespace)
     x, y = inputs((3,))
     torch.testing.assert_close(namespace["fd_hessian"](scalar)(x, y), hessian(scalar)(x, y), **TOL)
     torch.testing.assert_close(namespace["fd_vjp"](mixed)(x, y), fd_vjp(mixed)(x, y), rtol=0, atol=0)
     torch.testing.assert_close(namespace["fd_jvp"](mixed)(x, y), fd_jvp(mixed)(x, y), rtol=0, atol=0)
+
+
+def test_kink_and_unconverged_tell_where_finite_differences_mean_nothing() -> None:
+    """affuzz check's smoothness check (NOTE [check oracles]): a tie or a kink at the point is a kink; a
+    derivative that jumps at the point (softsign's second derivative at 0) leaves central differences
+    unconverged; a smooth function is neither."""
+    at = [torch.tensor([0.0, 1.0, 1.0], dtype=torch.float64)]
+    assert repro_fd.kink(torch.abs, at).startswith("input 0 element 0: one-sided differences differ by 2")
+    assert "element 0" in repro_fd.kink(lambda x: x.max().reshape(1), [at[0][1:]])  # a tie
+    assert repro_fd.kink(torch.sin, at) == ""
+
+    def softsign(x):
+        return x / (1 + x.abs())
+
+    def side(fn):
+        return lambda e: [repro_fd.fd_jac(fn, eps=e)(*at)]
+
+    assert "differ by 0.000899" in repro_fd.unconverged(side(softsign))
+    assert repro_fd.unconverged(side(torch.sin)) == ""

@@ -68,22 +68,30 @@ def assert_function_consistent(
     *,
     inputs: str | None = None,
     max_cases: int | None = None,
-    kinds: Sequence[str] = ("function", "torch"),
+    kinds: Sequence[str] = ("function",),
+    inputs_from: str | None = None,
+    not_derivative: Sequence[str] = (),
     timeout: float | None = 60.0,
     compile_backend: str | None = "aot_eager",
 ) -> None:
     """Raise ``AssertionError`` (kind, oracle, stack, both sides, repro.py) if ``affuzz check`` finds something
-    of one of ``kinds`` in ``function`` (an ``autograd.Function`` subclass importable from its module).
-    ``inputs`` is ``--inputs`` (default: found by trial), ``max_cases`` limits the stacks (default: every
+    of one of ``kinds`` (default: ``function``, the Function's own rules; add ``torch`` to fail on torch's
+    findings too) in ``function`` (an ``autograd.Function`` subclass, or a ``torch.library.custom_op``,
+    importable from its module). ``inputs`` is ``--inputs`` (default: found by trial), ``inputs_from``
+    ``--inputs-from``, ``not_derivative`` ``--not-derivative``; ``max_cases`` limits the stacks (default: every
     stack of depth <= 2); ``compile_backend`` is ``--compile-backend``: each stack also under
     ``torch.compile`` with that backend, beside it eagerly (None: not compiled)."""
     from dataclasses import replace
 
     from .check.engine import CHECK_COMPILE, KINDS, Checker
+    from .check.ops import callee_of
     from .check.output import repro, stack_text
     from .check.targets import target_of
 
-    target = target_of(function, function.__module__, inputs=inputs)
+    module = getattr(function, "__module__", None) or getattr(getattr(function, "_init_fn", None), "__module__", "")
+    name = getattr(function, "__name__", None) or getattr(function, "_name", "").rpartition("::")[2]
+    callee = callee_of(function, name, f"{module}:{name}")
+    target = target_of(callee, module, inputs=inputs, inputs_from=inputs_from, not_derivative=tuple(not_derivative))
     compiled = replace(CHECK_COMPILE, backend=compile_backend) if compile_backend else None
     report = Checker(timeout=timeout, compile=compiled).check(target, max_cases=max_cases)
     for f in report.findings:

@@ -27,18 +27,29 @@ from __future__ import annotations
 import itertools
 import random
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
-from ..codegen.check_render import RULE_ORACLES, SECOND_ORDER, render_check, rule_applies, shrunk_target
+from ..codegen.check_render import (
+    FD_ORACLES,
+    RULE_ORACLES,
+    SECOND_ORDER,
+    not_derivative,
+    render_check,
+    rule_applies,
+)
+from ..codegen.check_smoothness import render_smoothness
 from ..ir.case import FORWARD_MODE_TRANSFORMS, Compile, Transform
 from ..ir.oracles import COMPILED, alternate, applicable_to, oracle_kind
-from ..ir.shapes import reference_cost
-from ..ir.target import CheckCase, Target, TargetError
+from ..ir.shapes import numel, reference_cost
+from ..ir.target import CheckCase, Target, TargetError, shrunk_target
 from ..ir.validity import SideInfo, stack_sides
-from ..ir.verdicts import FINDING_VERDICTS
+from ..ir.verdicts import ERROR_VERDICTS, FINDING_VERDICTS
 from ..judge.compare import Limitation, classify, load_registry
 from ..judge.execute import Outcome, compile_unavailable, run_script
+from ..judge.torch_state import prepare_process, settle_torch_state
+from .limits import BUDGET_VERDICTS, memory_limit, out_of_memory, scaled_timeout
 from .targets import reprobe
 
 #: NOTE [check stacks]: the create_graph side of hessian > jvp > hessian on 3 elements (cost 118098) takes
@@ -59,7 +70,13 @@ _RULE_INFO = {
     "jvp_of_backward_vs_fd": (SideInfo(("R", "F"), False, False, True), _PLAIN),
     "backward_of_jvp_vs_fd": (SideInfo(("F", "R"), False, False, True), _PLAIN),
     "vmap_rule_vs_loop": (SideInfo((), True, True, False), _PLAIN),
+    "opcheck": (SideInfo(("R",), False, False, False), SideInfo(("R",), False, False, False)),
 }
+
+
+#: Verdicts of a check that are notes, neither a finding nor an answer: out of budget (NOTE [check budgets]
+#: in fuzzer/check/limits.py), or finite differences across a kink (NOTE [check oracles]).
+NOTES = (*BUDGET_VERDICTS, "not_smooth")
 
 
 @dataclass(frozen=True)
@@ -82,28 +99,53 @@ class CheckFinding:
     case: CheckCase
     result: Verdict
     tried: int = 0  # shrink attempts
+    keys: set[tuple[object, ...]] = field(default_factory=set)  # the keys of the findings it stands for
+    original: CheckFinding | None = None  # as found, before shrinking (its repro is tried where this one fails)
+    reproduced: bool | None = None  # NOTE [the repro is what runs]: set once its repro.py ran
 
     @property
     def key(self) -> tuple[object, ...]:
         """NOTE [check findings]: what makes two findings of one target the same one."""
-        if self.result.fingerprint:
-            return (self.kind, self.result.fingerprint)
-        if self.kind == "function":
-            return (self.kind, self.case.oracle, self.result.verdict)
-        return (self.kind, self.result.verdict, tuple(sorted(_CLASS[t.name] for t in self.case.transforms)))
+        return finding_key(self.kind, self.case, self.result)
+
+
+def finding_key(kind: str, case: CheckCase, v: Verdict) -> tuple[object, ...]:
+    """NOTE [check findings]: what makes two findings of one target the same one."""
+    if v.fingerprint:
+        return (kind, v.fingerprint)
+    if kind == "function":
+        return (kind, case.oracle, v.verdict)
+    return (kind, v.verdict, tuple(sorted(_CLASS[t.name] for t in case.transforms)))
 
 
 @dataclass
 class TargetReport:
     target: Target
     rules: dict[str, Verdict] = field(default_factory=dict)
+    samples: dict[str, dict[str, Verdict]] = field(default_factory=dict)  # rule oracle -> sample -> verdict
     stacks: dict[str, dict[str, int]] = field(default_factory=dict)  # torch oracle -> verdict -> count
+    # torch oracle -> the finding key of each stack that disagreed (NOTE [check findings])
+    found: dict[str, list[tuple[object, ...]]] = field(default_factory=dict)
     findings: list[CheckFinding] = field(default_factory=list)
     cases: int = 0
+    seconds: float = 0.0
 
     def count(self, oracle: str, verdict: str) -> None:
         row = self.stacks.setdefault(oracle, {})
         row[verdict] = row.get(verdict, 0) + 1
+
+    def hints(self) -> list[str]:
+        """What would make the Function check out better, in a line each."""
+        out = []
+        expected = sum(row.get("expected", 0) for row in self.stacks.values())
+        total = sum(sum(row.values()) for row in self.stacks.values())
+        if "setup_context" not in self.target.rules and not self.target.op and total and expected * 4 >= total:
+            out.append(
+                f"{expected} of {total} comparisons are torch.func's documented limits of a forward(ctx, ...) "
+                "Function: a separate setup_context staticmethod (forward without ctx) makes it work with "
+                "torch.func transforms (https://pytorch.org/docs/stable/notes/extending.func.html)"
+            )
+        return out
 
 
 def stacks(target: Target) -> Iterator[tuple[Transform, ...]]:
@@ -122,6 +164,21 @@ def stacks(target: Target) -> Iterator[tuple[Transform, ...]]:
             yield (level(outer), level(inner))
     for inner in LEVELS:
         yield (Transform("autograd_grad"), level(inner))
+
+
+def parse_stacks(text: str) -> tuple[tuple[Transform, ...], ...]:
+    """``--stacks``: comma-separated stacks, levels outermost first joined by ``>`` (``jacfwd>hessian,grad``);
+    raises ValueError naming what it cannot read."""
+    out = []
+    for item in (s.strip() for s in text.split(",") if s.strip()):
+        names = [n.strip() for n in item.split(">")]
+        bad = [n for n in names if n not in (*LEVELS, "autograd_grad")]
+        if bad:
+            raise ValueError(f"{item!r}: {', '.join(bad)} is not one of {', '.join((*LEVELS, 'autograd_grad'))}")
+        out.append(tuple(Transform("vmap", batch_size=2) if n == "vmap" else Transform(n) for n in names))
+    if not out:
+        raise ValueError("name at least one stack, e.g. jacfwd>hessian")
+    return tuple(out)
 
 
 def random_stacks(seed: int, target: Target) -> Iterator[tuple[Transform, ...]]:
@@ -152,19 +209,74 @@ class Checker:
         timeout: float | None = 60.0,
         registry: tuple[Limitation, ...] | None = None,
         compile: Compile | None = CHECK_COMPILE,
+        max_memory_mb: float | None = None,
     ) -> None:
         self.timeout = timeout
         self.registry = registry if registry is not None else load_registry()
         self.compile = compile
+        self.max_memory_mb = max_memory_mb
+        self.leaked: list[str] = []  # NOTE [leaked torch state]: what a script left changed past repair
+        prepare_process()  # NOTE [leaked torch state]: as a campaign worker does
+
+    def _run(self, case: CheckCase, source: str, oracles: tuple[str, ...]) -> dict[str, Outcome | Verdict]:
+        """Run one script (NOTE [the repro is what runs]) within its budget (NOTE [check budgets]); torch's
+        state is repaired after it as after every campaign case (NOTE [leaked torch state]). An oracle that
+        ran out of time or memory gets a Verdict (a note), the others their Outcome."""
+        timeout = self.budget(case)
+        try:
+            with memory_limit(self.max_memory_mb):
+                outcomes: dict[str, Outcome | Verdict] = dict(run_script(source, oracles, timeout=timeout))
+        except MemoryError:
+            outcomes = dict.fromkeys(oracles, Verdict("memory", f"over --max-memory {self.max_memory_mb:g} MiB"))
+        leaked = settle_torch_state()
+        if leaked:
+            self.leaked.append(f"{case.target.title} [{case.oracle}]: {'; '.join(leaked)}")
+        for oracle, o in outcomes.items():
+            if isinstance(o, Verdict):
+                continue
+            if o.verdict == "hang":
+                outcomes[oracle] = Verdict("timeout", f"a side ran past {timeout or 0:.0f} s", outcome=o)
+            elif any(out_of_memory(s.error_type, s.error) for s in (o.functorch, o.reference)):
+                outcomes[oracle] = Verdict("memory", f"over --max-memory {self.max_memory_mb:g} MiB", outcome=o)
+        return outcomes
+
+    def budget(self, case: CheckCase) -> float | None:
+        """NOTE [check budgets]: the timeout of ``case``'s script."""
+        t = case.target
+        elements = sum(numel(s) for s in t.shapes)
+        order = len(case.transforms) or (2 if case.oracle in SECOND_ORDER.values() else 1)
+        return scaled_timeout(self.timeout, elements=elements, outputs=numel(t.out_shape), order=order)
 
     # ----------------------------------------------------------------------------- rule oracles
 
+    def rules(self, target: Target, oracle: str) -> tuple[Verdict, dict[str, Verdict]]:
+        """Rule ``oracle`` on each of the target's samples (NOTE [check inputs]): the verdict the table
+        shows (the first sample's finding; else consistent where one sample was; else the first note or
+        verdict) and each sample's."""
+        each = {t.sample or f"sample {i + 1}": self.rule(t, oracle) for i, t in enumerate(target.samples)}
+        order = list(each.values())
+        for test in (lambda v: v.finding, lambda v: v.verdict == "consistent", lambda v: v.verdict in NOTES):
+            first = next((v for v in order if test(v)), None)
+            if first is not None:
+                return first, each
+        return order[0], each
+
     def rule(self, target: Target, oracle: str) -> Verdict:
+        """Rule ``oracle`` on the target's sample."""
         why = rule_applies(target, oracle)
         if why is not None:
             return Verdict("not_applicable", why)
         case = CheckCase(target, (), oracle)
-        outcome = run_script(render_check(case), (oracle,), timeout=self.timeout)[oracle]
+        outcome = self._run(case, render_check(case), (oracle,))[oracle]
+        if isinstance(outcome, Verdict):
+            return outcome
+        declared = not_derivative(target, oracle)
+        if declared and outcome.verdict == "value_mismatch":  # a declared rule's error is still a finding
+            return Verdict("expected", declared, outcome=outcome)
+        if outcome.verdict == "value_mismatch" and oracle in FD_ORACLES:
+            kink = self.kink(target, 2 if oracle in SECOND_ORDER.values() else 1)
+            if kink:  # NOTE [check oracles]: finite differences mean nothing across a kink
+                return Verdict("not_smooth", kink, outcome=outcome)
         if (
             oracle in ("double_backward_vs_fd", "jvp_of_backward_vs_fd")
             and "once_differentiable" in target.rules
@@ -176,12 +288,36 @@ class Checker:
         c = classify(outcome, self.registry, target.conditions(), _RULE_INFO[oracle])
         return Verdict(c.verdict, c.limitation or "", c.fingerprint, outcome)
 
+    def kink(self, target: Target, order: int) -> str:
+        """Where ``f`` (order 2: its derivative too) is not smooth at the sample ('' where it is; NOTE
+        [check oracles]); run as a script of its own, within the budget of the rule oracles."""
+        ns: dict[str, object] = {"__name__": "__affuzz_kink__"}
+        try:
+            with memory_limit(self.max_memory_mb), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                exec(compile(render_smoothness(target, order), "<affuzz smoothness>", "exec"), ns)  # noqa: S102
+        except Exception:  # noqa: BLE001 (f raised near its sample: not smooth there either)
+            return "the forward raises within a finite-difference step of the sample"
+        finally:
+            settle_torch_state()
+        return str(ns.get("KINK", ""))
+
     # ----------------------------------------------------------------------------- torch oracles
 
     def valid(self, target: Target, stack: tuple[Transform, ...], oracle: str, rules: dict[str, Verdict]) -> str | None:
         """Why a torch disagreement on this comparison could come from the Function's rules (NOTE [check
         oracles]): the rule oracles the two sides' difference relies on that did not come out
         consistent; None when it cannot."""
+        paths = {
+            m for side in stack_sides(stack, oracle, self.compile if oracle == COMPILED else None) for m in side.path
+        }
+        raising = [
+            o
+            for o, mode in (("backward_vs_fd", "R"), ("jvp_vs_fd", "F"))
+            if mode in paths and o in rules and rules[o].verdict in ERROR_VERDICTS
+        ]
+        if raising:  # the Function's own rule raises: whatever torch does around it is not torch's finding
+            return f"the Function's rule raises ({', '.join(raising)})"
         if oracle == COMPILED:  # the same rules on both sides (NOTE [compiled mode]), but a vmap staticmethod
             # that is wrong (a batch of the wrong shape, say) is refused by the compiler's fake tensors where
             # eager takes it: under vmap the rule must check out first
@@ -225,11 +361,15 @@ class Checker:
                 todo.append(oracle)
         if todo:
             case = CheckCase(target, stack, todo[0], compile=self.compile)
-            outcomes = run_script(render_check(case, also=tuple(todo[1:])), tuple(todo), timeout=self.timeout)
+            outcomes = self._run(case, render_check(case, also=tuple(todo[1:])), tuple(todo))
             for oracle in todo:
+                o = outcomes[oracle]
+                if isinstance(o, Verdict):
+                    out[oracle] = o
+                    continue
                 both = stack_sides(stack, oracle, self.compile)
-                c = classify(outcomes[oracle], self.registry, target.conditions(), both)
-                out[oracle] = Verdict(c.verdict, c.limitation or "", c.fingerprint, outcomes[oracle])
+                c = classify(o, self.registry, target.conditions(), both)
+                out[oracle] = Verdict(c.verdict, c.limitation or "", c.fingerprint, o)
         return out
 
     def judge(self, case: CheckCase, rules: dict[str, Verdict]) -> Verdict:
@@ -248,15 +388,24 @@ class Checker:
         deadline: float | None = None,
         seed: int = 0,
         shrink: bool = True,
+        progress: Callable[[TargetReport], None] | None = None,
+        only: tuple[tuple[Transform, ...], ...] | None = None,
     ) -> TargetReport:
+        """Every rule oracle on every sample, then the stacks (NOTE [check stacks]); ``progress`` is called
+        with the report so far after the rules and after each stack (NOTE [check budgets]: written as
+        it comes)."""
+        began = time.monotonic()
         report = TargetReport(target)
         for oracle in RULE_ORACLES:
-            v = self.rule(target, oracle)
-            report.rules[oracle] = v
+            v, each = self.rules(target, oracle)
+            report.rules[oracle], report.samples[oracle] = v, each
             if v.finding:
-                report.findings.append(CheckFinding("function", CheckCase(target, (), oracle), v))
+                sample = next(t for t, w in zip(target.samples, each.values(), strict=True) if w is v)
+                report.findings.append(CheckFinding("function", CheckCase(sample, (), oracle), v))
+        if progress is not None:
+            progress(report)
         seen = {f.key for f in report.findings}
-        listed = list(stacks(target))
+        listed = list(stacks(target)) if only is None else list(only)
         source: Iterator[tuple[Transform, ...]] = iter(listed)
         if deadline is not None and max_cases is None:
             source = itertools.chain(listed, random_stacks(seed, target))
@@ -270,15 +419,22 @@ class Checker:
                 report.count(oracle, v.verdict)
                 if v.finding:
                     f = CheckFinding("torch", CheckCase(target, stack, oracle, compile=self.compile), v)
+                    report.found.setdefault(oracle, []).append(f.key)
                     if f.key not in seen:
                         seen.add(f.key)
                         report.findings.append(f)
+            if progress is not None:
+                progress(report)
+        for f in report.findings:
+            f.keys.add(f.key)
         if shrink:
             shrunk: dict[tuple[object, ...], CheckFinding] = {}
             for f in report.findings:
-                f = self.shrink(f, report.rules)
-                shrunk.setdefault((*f.key, tuple(t.name for t in f.case.transforms)), f)
+                g = self.shrink(f, report.rules)
+                g = shrunk.setdefault((*g.key, tuple(t.name for t in g.case.transforms)), g)
+                g.keys.add(f.key)
             report.findings = list(shrunk.values())
+        report.seconds = time.monotonic() - began
         return report
 
     # ----------------------------------------------------------------------------- shrinking
@@ -301,14 +457,16 @@ class Checker:
         changed = True
         while changed and tried < budget:
             changed = False
-            for smaller in _smaller(case):
+            for smaller in _smaller(case, shapes=finding.kind == "torch" and not case.target.given):
                 if tried >= budget:
                     break
                 v = same(smaller)
                 if v is not None:
                     case, result, changed = smaller, v, True
                     break
-        return CheckFinding(finding.kind, case, result, tried)
+        if case is finding.case:
+            return replace(finding, tried=tried, keys=set())
+        return CheckFinding(finding.kind, case, result, tried, original=finding)
 
 
 _VMAPPING = ("vmap", "jacrev", "jacfwd", "hessian")  # torch.func levels that run their function under vmap
@@ -332,21 +490,25 @@ _SIDE_B_LEVELS: dict[str, Callable[[tuple[Transform, ...], str], tuple[Transform
 }
 
 
-def _smaller(case: CheckCase) -> Iterator[CheckCase]:
-    """One step smaller: a level dropped (the oracle must still apply), then a tensor dim cut."""
+def _smaller(case: CheckCase, *, shapes: bool) -> Iterator[CheckCase]:
+    """One step smaller: a level dropped (the oracle must still apply), then, where ``shapes``, one size cut
+    in every tensor dim of that size at once (a Function's inputs that share a size mostly share an axis).
+    A finding of the Function's rules keeps its sample's shapes, and one on ``--inputs-from`` samples
+    stays on them: the Function's domain (NOTE [check inputs])."""
     stack = case.transforms
     for i in range(len(stack)):
         rest = stack[:i] + stack[i + 1 :]
         if rest and case.oracle in applicable_to(rest) and all(t.name != "autograd_grad" for t in rest):
             yield replace(case, transforms=rest)
-    shapes = case.target.shapes
-    for k, shape in enumerate(shapes):
-        for d, size in enumerate(shape):
-            for new in sorted({1, 2} | {size // 2}):
-                if 0 < new < size:
-                    cut = [s[:d] + (new,) + s[d + 1 :] if j == k else s for j, s in enumerate(shapes)]
-                    try:
-                        target = reprobe(shrunk_target(case.target, cut))
-                    except TargetError:
-                        continue
-                    yield replace(case, target=target)
+    if not shapes:
+        return
+    shapes_now = case.target.shapes
+    for size in sorted({s for shape in shapes_now for s in shape}, reverse=True):
+        for new in sorted({1, 2} | {size // 2}):
+            if 0 < new < size:
+                cut = [tuple(new if s == size else s for s in shape) for shape in shapes_now]
+                try:
+                    target = reprobe(shrunk_target(case.target, cut))
+                except TargetError:
+                    continue
+                yield replace(case, target=target)

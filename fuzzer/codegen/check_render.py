@@ -15,9 +15,9 @@ through plain autograd only, so that nothing of torch.func is involved:
     backward_vs_fd          its backward (jacrev_loop)           central finite differences (fd_jac)
     jvp_vs_fd               its jvp (forward AD, jacfwd_dual)    finite differences
     backward_vs_jvp         its backward                         its jvp
-    double_backward_vs_fd   backward of its backward (input 0)   finite differences of finite differences
-    jvp_of_backward_vs_fd   forward AD of its backward (input 0) finite differences of finite differences
-    backward_of_jvp_vs_fd   backward of its jvp (input 0)        finite differences of finite differences
+    double_backward_vs_fd   backward of its backward             finite differences of finite differences
+    jvp_of_backward_vs_fd   forward AD of its backward           finite differences of finite differences
+    backward_of_jvp_vs_fd   backward of its jvp                  finite differences of finite differences
     vmap_rule_vs_loop       torch.func.vmap with its vmap        a loop over the batch
                             staticmethod (batch of 3)
 
@@ -39,12 +39,20 @@ rule oracles: paths that differ need the first-order rules (backward, and with a
 and backward vs jvp) and the second-order rule of each side's two innermost levels (``SECOND_ORDER``);
 a different number of vmaps needs the vmap staticmethod. Otherwise the comparison is ``not_applicable``
 (``rules disagree (...)``, :meth:`fuzzer.check.engine.Checker.valid`) and the rule finding is what to fix.
-The rules are verified at the sample point (the second-order ones w.r.t. input 0): evidence, not proof.
+The rules are verified at the sample points (NOTE [check inputs]; the second-order ones w.r.t. every pair of
+inputs, one entry per pair named ``d<second> d<first>``; the first-order ones one entry per input, by its
+parameter's name): evidence, not proof. A finite-difference oracle's disagreement is a finding only
+where the forward (for a second-order oracle, its finite-difference derivative too) is smooth at the
+sample: one-sided differences on either side of it agree, and finite differences at the step and at a
+tenth of it agree (``kink`` and ``unconverged`` in fuzzer/codegen/repro_fd.py, run by
+:meth:`fuzzer.check.engine.Checker.kink`); a kink, a tie or a branch within a step of the sample is a
+``not_smooth`` note. A rule the Function declares
+deliberately not its forward's derivative (``affuzz_not_derivative = ("backward",)`` on the class, or
+``--not-derivative backward``) is not compared with finite differences (``expected``), and backward vs
+jvp only where both or neither are declared; it is still checked for consistency across transforms.
 """
 
 from __future__ import annotations
-
-from dataclasses import replace
 
 from ..ir.case import Transform
 from ..ir.oracles import COMPILED, ORACLE_KINDS, REFERENCE_MODES, alternate, oracle_kind
@@ -64,6 +72,7 @@ RULE_ORACLES = (
     "jvp_of_backward_vs_fd",
     "backward_of_jvp_vs_fd",
     "vmap_rule_vs_loop",
+    "opcheck",
 )
 #: The second-order rule oracle of each second-order path (innermost first, NOTE [valid comparisons]).
 SECOND_ORDER = {
@@ -81,9 +90,19 @@ RULE_SIDES = {
     "jvp_of_backward_vs_fd": ("jvp_of_backward", "finite_differences"),
     "backward_of_jvp_vs_fd": ("backward_of_jvp", "finite_differences"),
     "vmap_rule_vs_loop": ("vmap_rule", "loop"),
+    "opcheck": ("opcheck", "op"),
 }
 RULE_BATCH = 3
-_FD_ORACLES = RULE_ORACLES[:2] + RULE_ORACLES[3:6]
+FD_ORACLES = RULE_ORACLES[:2] + RULE_ORACLES[3:6]
+#: The rules each finite-difference oracle differentiates (NOTE [check oracles]: a rule declared not the
+#: derivative is not compared with finite differences).
+FD_RULES = {
+    "backward_vs_fd": {"backward"},
+    "jvp_vs_fd": {"jvp"},
+    "double_backward_vs_fd": {"backward"},
+    "jvp_of_backward_vs_fd": {"backward", "jvp"},
+    "backward_of_jvp_vs_fd": {"backward", "jvp"},
+}
 _RUNTIME = ("outcome", "finite_forward", "run", "too_slow", "check", "main")
 #: NOTE [finite differences] in fuzzer/codegen/repro_fd.py: at eps = 1e-3 up to two nested central differences
 #: are within ~1e-6 of the derivative (relative to its size ~1); 1e-4 leaves a margin of 100 and is still far
@@ -104,6 +123,10 @@ _VERDICT = ("message_key", "error_key", "torch_bug", "layout", "identical")
 
 def rule_applies(target: Target, oracle: str) -> str | None:
     """Why rule ``oracle`` does not apply to ``target`` (None: it does)."""
+    if oracle == "opcheck":
+        return None if target.op else "not a custom op"
+    if target.op and oracle in ("jvp_vs_fd", "backward_vs_jvp", "jvp_of_backward_vs_fd", "backward_of_jvp_vs_fd"):
+        return "a custom op has no jvp rule (NOTE [check custom ops])"
     if (
         oracle in ("jvp_vs_fd", "backward_vs_jvp", "jvp_of_backward_vs_fd", "backward_of_jvp_vs_fd")
         and "jvp" not in target.rules
@@ -114,6 +137,18 @@ def rule_applies(target: Target, oracle: str) -> str | None:
             " (generate_vmap_rule: torch's rule)" if "generate_vmap_rule" in target.rules else ""
         )
     return None
+
+
+def not_derivative(target: Target, oracle: str) -> str:
+    """Why rule ``oracle`` is ``expected`` to disagree: it compares a rule the Function declares not its
+    forward's derivative with finite differences, or such a rule with one that is not declared ('': it is
+    not; NOTE [check oracles])."""
+    declared = set(target.not_derivative)
+    if oracle in FD_RULES and FD_RULES[oracle] & declared:
+        return f"declared not the derivative: {', '.join(sorted(FD_RULES[oracle] & declared))}"
+    if oracle == "backward_vs_jvp" and len(declared & {"backward", "jvp"}) == 1:
+        return f"declared not the derivative: {', '.join(sorted(declared))} (the other rule is)"
+    return ""
 
 
 # ------------------------------------------------------------------------------------ shapes
@@ -161,7 +196,22 @@ def tensor_expr(a: Arg, extra: str = "") -> str:
 # ------------------------------------------------------------------------------------ pieces
 
 
-def _f(target: Target) -> list[str]:
+def _arg_expr(a: Arg) -> str:
+    """A non-input argument as the script writes it (NOTE [check inputs])."""
+    if a.kind == "import":
+        return a.literal.partition(":")[2]
+    if a.kind == "given":
+        return f"GIVEN[{a.literal}]"
+    return a.literal
+
+
+def _callee(target: Target) -> str:
+    """How ``f`` calls the target: ``Fn.apply``, a custom op by its name, or ``torch.ops.ns.name``."""
+    return target.name if target.op else f"{target.name}.apply"
+
+
+def f_lines(target: Target, opcheck: bool = False) -> list[str]:
+    """``f`` of the script; with ``opcheck``, also ``op`` and ``op_args`` (what ``opchecked`` checks)."""
     xs = [f"x{i}" for i in range(target.n_inputs)]
     args, k = [], 0
     for a in target.args:
@@ -169,9 +219,21 @@ def _f(target: Target) -> list[str]:
             args.append(f"{xs[k]}.clone()" if target.clone else xs[k])
             k += 1
         else:
-            args.append(a.literal)
-    call = f"{target.name}.apply({', '.join(args)})"
+            args.append(_arg_expr(a))
+    call = f"{_callee(target)}({', '.join(args)})"
     head = f"def f({', '.join(xs)}):"
+    if opcheck:
+        plain = ", ".join(a.replace(".clone()", "") for a in args)
+        return [
+            f"op = {_callee(target)}",
+            "",
+            "",
+            f"def op_args({', '.join(xs)}):",
+            f"    return ({plain},)",
+            "",
+            "",
+            *f_lines(target),
+        ]
     if target.outputs is None:
         return [head, f"    return {call}"]
     if len(target.outputs) == 1:
@@ -180,8 +242,21 @@ def _f(target: Target) -> list[str]:
     return [head, f"    out = {call}", f"    return torch.cat([{cat}])  # its floating-point outputs, flattened"]
 
 
-def _imports(target: Target) -> list[str]:
-    return ["import torch", f"from {target.module} import {target.name}"]
+def import_lines(target: Target) -> list[str]:
+    out = ["import torch"]
+    if target.name.startswith("torch.ops."):  # NOTE [check custom ops]: the module registers the op
+        out.append(f"import {target.module}  # registers {target.name}")
+    else:
+        out.append(f"from {target.module} import {target.name}")
+    for a in target.args:
+        if a.kind == "import":
+            module, _, name = a.literal.partition(":")
+            out.append(f"from {module} import {name}")
+    if target.given:
+        where, _, k = target.given.partition("[")
+        module, _, fn = where.partition(":")
+        out += [f"from {module} import {fn}", "", f"GIVEN = list({fn}())[{k.rstrip(']')}]  # --inputs-from"]
+    return out
 
 
 def input_lines(args: list[Arg], *, requires_grad: bool) -> list[str]:
@@ -196,11 +271,18 @@ def input_lines(args: list[Arg], *, requires_grad: bool) -> list[str]:
 def rule_sides(target: Target, oracle: str) -> tuple[tuple[str, bool], tuple[str, bool], set[str]]:
     """((expr, requires_grad) of side A, of side B, names used) of rule ``oracle``."""
     n = target.n_inputs
+    inputs = tuple(target.input_names)
+    if len(set(inputs)) < n:
+        inputs = tuple(f"x{i}" for i in range(n))
 
     def each(twin: str) -> str:
-        return f"{twin}(f)" if n == 1 else f"all_inputs({twin}, f, {n})"
+        return f"{twin}(f)" if n == 1 else f"all_inputs({twin}, f, {inputs!r})"
+
+    def pairs(outer: str, inner: str) -> str:  # second order w.r.t. every input (NOTE [check oracles])
+        return f"{outer}({inner}(f))" if n == 1 else f"all_pairs({outer}, {inner}, f, {inputs!r})"
 
     names = {"all_inputs"} if n > 1 else set()
+    two = {"all_pairs"} if n > 1 else set()
     if oracle == "backward_vs_fd":
         return (each("jacrev_loop"), True), (each("fd_jac"), False), names | {"jacrev_loop", "fd_jac"}
     if oracle == "jvp_vs_fd":
@@ -210,14 +292,17 @@ def rule_sides(target: Target, oracle: str) -> tuple[tuple[str, bool], tuple[str
         dual = {"jacfwd_dual", "_nums", "_replace_arg", "_result"}
         return (each("jacrev_loop"), True), (each("jacfwd_dual"), False), names | dual | {"jacrev_loop"}
     dual = {"jacfwd_dual", "_nums", "_replace_arg", "_result"}
+    fd2 = (pairs("fd_jac", "fd_jac"), False)
     if oracle == "double_backward_vs_fd":
-        return ("jacrev_loop(jacrev_loop(f))", True), ("fd_jac(fd_jac(f))", False), {"jacrev_loop", "fd_jac"}
+        return (pairs("jacrev_loop", "jacrev_loop"), True), fd2, {"jacrev_loop", "fd_jac"} | two
     if oracle == "jvp_of_backward_vs_fd":
-        return ("jacfwd_dual(jacrev_loop(f))", True), ("fd_jac(fd_jac(f))", False), {"jacrev_loop", "fd_jac"} | dual
+        return (pairs("jacfwd_dual", "jacrev_loop"), True), fd2, {"jacrev_loop", "fd_jac"} | dual | two
     if oracle == "backward_of_jvp_vs_fd":
-        return ("jacrev_loop(jacfwd_dual(f))", True), ("fd_jac(fd_jac(f))", False), {"jacrev_loop", "fd_jac"} | dual
+        return (pairs("jacrev_loop", "jacfwd_dual"), True), fd2, {"jacrev_loop", "fd_jac"} | dual | two
     if oracle == "vmap_rule_vs_loop":
         return ("torch.func.vmap(f)", False), ("vmap_loop(f)", False), {"vmap_loop"}
+    if oracle == "opcheck":  # NOTE [check custom ops]: opcheck raises where the op's registrations disagree
+        return ("opchecked(f)", True), ("f", True), {"opchecked"}
     raise ValueError(f"not a rule oracle: {oracle!r}")
 
 
@@ -286,7 +371,7 @@ def case_inputs(case: CheckCase) -> list[Arg]:
 def _helpers(names: set[str], lib: dict[str, str]) -> list[str]:
     if names & {"fd_jac"} or "fd_jac(" in " ".join(names):
         names = names | {"fd_jac"}
-    order = [*HELPER_ORDER, "all_inputs"]
+    order = [*HELPER_ORDER, "all_inputs", "all_pairs"]
     out: list[str] = []
     for h in order:
         if h in names:
@@ -320,11 +405,11 @@ def render_check(
     if style != "full":  # NOTE [repro styles]: the twins' shortest forms (every argnums here is an int)
         lib = {**lib, **short_sources("_short"), **(short_sources("_1") if case.target.n_inputs == 1 else {})}
         names = names - {"_nums", "_replace_arg", "_result"}
-    fd = oracle in _FD_ORACLES
+    fd = oracle in FD_ORACLES
     name_a, name_b = side_names(oracle)
     out = [f"# {h}" if h else "#" for h in header]
-    out += _imports(case.target)
-    out += ["", "", *_f(case.target)]
+    out += import_lines(case.target)
+    out += ["", "", *f_lines(case.target, opcheck=oracle == "opcheck")]
     args = case_inputs(case)
     out += _helpers(names, lib)
     if style != "full":
@@ -399,32 +484,10 @@ def _tail(
     return out + body + [f"{last[1]}  # raises (exit 1) while the finding is there", ""]
 
 
-def shrunk_target(target: Target, dim_sizes: list[tuple[int, ...]]) -> Target:
-    """``target`` with its tensor samples cut to ``dim_sizes`` (each a prefix along every dim)."""
-    args, k = [], 0
-    for a in target.args:
-        if a.kind != "tensor":
-            args.append(a)
-            continue
-        shape = dim_sizes[k]
-        k += 1
-        args.append(replace(a, shape=shape, values=_cut(a.values, a.shape, shape)))
-    return replace(target, args=tuple(args))
-
-
-def _cut(values: tuple[float, ...], shape: tuple[int, ...], new: tuple[int, ...]) -> tuple[float, ...]:
-    if not shape:
-        return values
-    step = numel(shape[1:])
-    rows = [values[i * step : (i + 1) * step] for i in range(new[0])]
-    return tuple(v for r in rows for v in _cut(r, shape[1:], new[1:]))
-
-
 __all__ = [
     "RULE_ORACLES",
     "TORCH_ORACLES",
     "render_check",
     "rule_applies",
-    "shrunk_target",
     "sums",
 ]

@@ -70,8 +70,16 @@ def autograd_grads(fn, argnums, create_graph=False):  # argnums: a tuple
     return wrapped
 
 
-def all_inputs(twin, fn, n):  # affuzz check: twin(fn, argnums=i) for each of fn's n inputs, as one tuple
-    return lambda *args: tuple(twin(fn, argnums=i)(*args) for i in range(n))
+def all_inputs(twin, fn, names):  # affuzz check: twin(fn, argnums=i) for each input of fn, by its name (a dict)
+    return lambda *args: {name: twin(fn, argnums=i)(*args) for i, name in enumerate(names)}
+
+
+def all_pairs(outer, inner, fn, names):  # affuzz check: each second derivative, outer(inner(fn, i), j)
+    return lambda *args: {
+        f"d{b} d{a}": outer(inner(fn, argnums=i), argnums=j)(*args)
+        for i, a in enumerate(names)
+        for j, b in enumerate(names)
+    }
 
 
 def vmap_loop(fn, in_dims=0, out_dims=0):

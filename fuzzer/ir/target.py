@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .case import DTYPES, Compile, Transform
@@ -26,17 +26,25 @@ class TargetError(AffuzzError, ValueError):
     """A target (``affuzz check`` command line or finding.json) is not usable; the message says why."""
 
 
+#: What an argument of a target is (:class:`Arg`).
+ARG_KINDS = ("tensor", "const", "import", "given")
+
+
 @dataclass(frozen=True)
 class Arg:
-    """One argument of ``Function.apply``. ``tensor``: an input of ``f`` (floating point, differentiated),
-    ``values`` its sample flattened row-major over ``shape``; ``const``: passed as is, ``literal`` is its
-    Python source (``2``, ``(2,)``, ``torch.tensor([[0, 1]])``), written into the script."""
+    """One argument of ``Function.apply`` (or of the custom op). ``tensor``: an input of ``f`` (floating
+    point, differentiated), ``values`` its sample flattened row-major over ``shape``; ``const``: passed as
+    is, ``literal`` is its Python source (``2``, ``(2,)``, ``torch.tensor([[0, 1]])``), written into the
+    script; ``import``: a name the script imports (``literal`` is ``pkg.module:name``, e.g. a callable);
+    ``given``: item ``literal`` (an int) of the sample the user's ``--inputs-from`` function returned
+    (NOTE [check inputs]). ``name``: the forward's parameter it is passed as ('' where unknown)."""
 
     kind: str
     shape: tuple[int, ...] = ()
     dtype: str = "float64"
     values: tuple[float, ...] = ()
     literal: str = ""
+    name: str = ""
 
 
 @dataclass(frozen=True)
@@ -50,6 +58,17 @@ class Target:
     clone: bool = False  # f passes clones of its tensors (the Function modifies its inputs in place)
     label: str = ""  # how reports name it (torch's autograd_function_db: the OpInfo's name)
     constants: tuple[int, ...] = ()  # arguments given as tensors that the backward does not differentiate
+    op: bool = False  # ``name`` is a torch.library custom op (``module.name(...)``), not a Function
+    sample: str = ""  # which of the target's samples ``args`` is (NOTE [check inputs])
+    not_derivative: tuple[str, ...] = ()  # rules (backward, jvp) declared not to be forward's derivative
+    given: str = ""  # ``pkg.module:fn`` of --inputs-from, and which of its samples: ``pkg.module:fn[k]``
+    more: tuple[Target, ...] = field(default=(), compare=False, repr=False)  # its other samples
+    notes: tuple[str, ...] = field(default=(), compare=False)  # what the command says of its inputs
+
+    @property
+    def samples(self) -> tuple[Target, ...]:
+        """This target and its other samples, each a target of one sample (NOTE [check inputs])."""
+        return (replace(self, more=()), *self.more)
 
     @property
     def n_inputs(self) -> int:
@@ -62,6 +81,15 @@ class Target:
     @property
     def title(self) -> str:
         return self.label or f"{self.module}:{self.name}"
+
+    def arg_name(self, i: int) -> str:
+        """How output names argument ``i`` of ``apply``: its parameter's name, else its position."""
+        return self.args[i].name or f"argument {i + 1}"
+
+    @property
+    def input_names(self) -> list[str]:
+        """The names of ``f``'s inputs (the tensor arguments), for output and repros."""
+        return [self.arg_name(i) for i, a in enumerate(self.args) if a.kind == "tensor"]
 
     def conditions(self) -> dict[str, bool]:
         """The Function's side of the known-limitations conditions (``fuzzer.judge.compare``)."""
@@ -107,9 +135,9 @@ def target_to_json(t: Target) -> dict[str, Any]:
         "name": t.name,
         "label": t.label,
         "args": [
-            {"kind": "tensor", "shape": list(a.shape), "dtype": a.dtype, "values": list(a.values)}
+            {"kind": "tensor", "shape": list(a.shape), "dtype": a.dtype, "values": list(a.values), "name": a.name}
             if a.kind == "tensor"
-            else {"kind": "const", "literal": a.literal}
+            else {"kind": a.kind, "literal": a.literal, "name": a.name}
             for a in t.args
         ],
         "outputs": None if t.outputs is None else list(t.outputs),
@@ -117,6 +145,10 @@ def target_to_json(t: Target) -> dict[str, Any]:
         "rules": list(t.rules),
         "clone": t.clone,
         "constants": list(t.constants),
+        "op": t.op,
+        "sample": t.sample,
+        "not_derivative": list(t.not_derivative),
+        "given": t.given,
     }
 
 
@@ -135,14 +167,15 @@ def target_from_json(d: Any, where: str = "target") -> Target:
     args = []
     for i, a in enumerate(d["args"] if isinstance(d["args"], list) else [None]):
         w = f"{where}.args[{i}]"
-        if not isinstance(a, dict) or a.get("kind") not in ("tensor", "const"):
-            raise TargetError(f"{w}: expected {{'kind': 'tensor' | 'const', ...}}")
-        if a["kind"] == "const":
-            if not isinstance(a.get("literal"), str) or not literal_ok(a["literal"]):
-                raise TargetError(
-                    f"{w}.literal: expected a Python literal or torch.tensor(<literal>, dtype=torch.<dtype>)"
-                )
-            args.append(Arg("const", literal=a["literal"]))
+        if not isinstance(a, dict) or a.get("kind") not in ARG_KINDS:
+            raise TargetError(f"{w}: expected {{'kind': {' | '.join(map(repr, ARG_KINDS))}, ...}}")
+        name = a.get("name", "")
+        if not isinstance(name, str) or (name and not _NAME.match(name)):
+            raise TargetError(f"{w}.name: not a Python name: {name!r}")
+        if a["kind"] != "tensor":
+            if not isinstance(a.get("literal"), str) or not _ARG_LITERAL[a["kind"]](a["literal"]):
+                raise TargetError(f"{w}.literal: expected {_ARG_LITERAL_TEXT[a['kind']]}")
+            args.append(Arg(a["kind"], literal=a["literal"], name=name))
             continue
         shape = _ints(a.get("shape"), f"{w}.shape")
         values = a.get("values")
@@ -153,7 +186,7 @@ def target_from_json(d: Any, where: str = "target") -> Target:
             raise TargetError(f"{w}.values: expected {n} numbers (the shape's size)")
         if a.get("dtype") not in DTYPES:
             raise TargetError(f"{w}.dtype: expected one of {', '.join(DTYPES)}")
-        args.append(Arg("tensor", shape, a["dtype"], tuple(float(v) for v in values)))
+        args.append(Arg("tensor", shape, a["dtype"], tuple(float(v) for v in values), name=name))
     rules = d.get("rules", [])
     if not isinstance(rules, list) or not set(rules) <= set(RULES):
         raise TargetError(f"{where}.rules: expected a list of {', '.join(RULES)}")
@@ -168,4 +201,68 @@ def target_from_json(d: Any, where: str = "target") -> Target:
         bool(d.get("clone", False)),
         str(d.get("label", "")),
         _ints(d.get("constants", []), f"{where}.constants"),
+        bool(d.get("op", False)),
+        str(d.get("sample", "")),
+        _names(d.get("not_derivative", []), NOT_DERIVATIVE, f"{where}.not_derivative"),
+        _given(d.get("given", ""), f"{where}.given"),
     )
+
+
+#: Rules a Function may declare deliberately not its forward's derivative (NOTE [check inputs]).
+NOT_DERIVATIVE = ("backward", "jvp")
+_GIVEN = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*\[\d+\]$")
+
+
+def _names(v: Any, allowed: tuple[str, ...], where: str) -> tuple[str, ...]:
+    if not isinstance(v, list) or not set(v) <= set(allowed):
+        raise TargetError(f"{where}: expected a list of {', '.join(allowed)}")
+    return tuple(v)
+
+
+def _given(v: Any, where: str) -> str:
+    if not isinstance(v, str) or (v and not _GIVEN.match(v)):
+        raise TargetError(f"{where}: expected pkg.module:function[k] or ''")
+    return v
+
+
+def _import_ok(text: str) -> bool:
+    module, _, name = text.partition(":")
+    return bool(_NAME.match(module)) and bool(re.match(r"^[A-Za-z_]\w*$", name))
+
+
+#: NOTE [check inputs]: what a non-tensor argument's ``literal`` may be, per kind: nothing else is ever
+#: written into a script from JSON.
+_ARG_LITERAL = {"const": literal_ok, "import": _import_ok, "given": lambda t: t.isdigit()}
+_ARG_LITERAL_TEXT = {
+    "const": "a Python literal or torch.tensor(<literal>, dtype=torch.<dtype>)",
+    "import": "pkg.module:name",
+    "given": "the index of an item of the --inputs-from sample",
+}
+
+
+def shrunk_target(target: Target, dim_sizes: list[tuple[int, ...]]) -> Target:
+    """``target`` with its tensor samples cut to ``dim_sizes`` (each a prefix along every dim)."""
+    args, k = [], 0
+    for a in target.args:
+        if a.kind != "tensor":
+            args.append(a)
+            continue
+        shape = dim_sizes[k]
+        k += 1
+        args.append(replace(a, shape=shape, values=_cut(a.values, a.shape, shape)))
+    return replace(target, args=tuple(args))
+
+
+def _cut(values: tuple[float, ...], shape: tuple[int, ...], new: tuple[int, ...]) -> tuple[float, ...]:
+    if not shape:
+        return values
+    step = _numel(shape[1:])
+    rows = [values[i * step : (i + 1) * step] for i in range(new[0])]
+    return tuple(v for r in rows for v in _cut(r, shape[1:], new[1:]))
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n

@@ -146,11 +146,11 @@ def run_repro(
     *,
     python: str = sys.executable,
     timeout: float = 600.0,
-    pythonpath: Path | None = None,
+    pythonpath: str | Path | None = None,
     niceness: int | None = None,
 ) -> dict[str, Any]:
-    """Run a repro script in a fresh interpreter (``pythonpath``: where the module it imports lives, for
-    ``affuzz check``; ``niceness``: at least this, NOTE [background priority] in
+    """Run a repro script in a fresh interpreter (``pythonpath``: where the modules it imports live, for
+    ``affuzz check``, as PYTHONPATH says them; ``niceness``: at least this, NOTE [background priority] in
     :mod:`fuzzer.publish.env_probe`); returns exit code, seconds and the output tail."""
     start = time.monotonic()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}

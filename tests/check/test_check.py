@@ -55,6 +55,7 @@ def test_each_function_is_reported_as_what_it_is(three) -> None:
         "jvp_of_backward_vs_fd": "consistent",
         "backward_of_jvp_vs_fd": "consistent",
         "vmap_rule_vs_loop": "not_applicable",  # generate_vmap_rule: torch's rule, judged by the torch oracles
+        "opcheck": "not_applicable",  # not a custom op
     }
     assert not [f for f in cube["findings"] if f["kind"] == "function"]
     # the jvp that contradicts its backward: exactly the rules that involve the jvp
@@ -110,13 +111,18 @@ def test_findings_are_kept_apart_and_repros_stand_alone(three) -> None:
 
 
 def test_findings_are_shrunk_over_inputs(three) -> None:
+    """A torch finding is shrunk (fewer levels, smaller tensors); a finding of the Function's rules keeps its
+    sample's shapes: the Function's domain."""
     _, summary, out = three
     sin = _target(summary, "SinWrongJvp")
     f = next(f for f in sin["findings"] if f["oracle"] == "jvp_vs_fd")
     record = json.loads((out / f["dir"] / "finding.json").read_text())
-    assert sin["target"]["args"][0]["shape"] == [3]  # found by trial
+    assert sin["target"]["args"][0]["shape"] == [3] == record["target"]["args"][0]["shape"]  # found by trial
+    cube = _target(summary, "Cube")
+    (f,) = [f for f in cube["findings"] if f["kind"] == "torch"]
+    record = json.loads((out / f["dir"] / "finding.json").read_text())
     assert record["target"]["args"][0]["shape"] == [1]  # the smallest that still shows it
-    assert record["shrink_attempts"] > 0
+    assert record["shrink_attempts"] > 0 and record["shrunk"]
 
 
 def test_inputs_spec_and_max_cases(tmp_path: Path) -> None:
@@ -133,11 +139,11 @@ def test_inputs_spec_and_max_cases(tmp_path: Path) -> None:
     ("argv", "message"),
     [
         (["check", "no_such_pkg.fns:Fn"], "no module named 'no_such_pkg'"),
-        (["check", f"{MODULE}:torch"], "is not a torch.autograd.Function subclass"),
+        (["check", f"{MODULE}:torch"], "is not a torch.autograd.Function subclass or a torch.library custom op"),
         (["check", f"{MODULE}:Nope"], "has no attribute 'Nope'"),
         (["check", f"{MODULE}:Cube", "--inputs", "3y4"], "--inputs: cannot read '3y4'"),
         (["check"], "give a TARGET"),
-        (["check", "tests/check/three_functions.py"], "expected pkg.module:FunctionName"),
+        (["check", "tests/check/three_functions.py"], "expected pkg.module:Name"),
     ],
 )
 def test_bad_target_is_one_line_exit_2(argv: list[str], message: str, capsys) -> None:
@@ -281,7 +287,8 @@ def test_an_argument_the_backward_does_not_differentiate_is_a_constant(tmp_path:
 def test_compiled_check_of_a_function_without_jvp(tmp_path: Path, monkeypatch) -> None:
     """NOTE [check oracles]: is it safe under torch.compile? x * s without a jvp staticmethod: eager
     torch.func.jvp raises the documented error, the compiled side returns a value (Dynamo traces forward
-    instead): promise_broken, of kind torch, reproduced by its repro."""
+    instead): promise_broken, of kind torch, reproduced by its repro; it fails the run only where
+    --fail-on says torch."""
     (tmp_path / "nojvp.py").write_text(
         "import torch\n\n\n"
         "class Twice(torch.autograd.Function):\n"
@@ -296,7 +303,8 @@ def test_compiled_check_of_a_function_without_jvp(tmp_path: Path, monkeypatch) -
         "        return g * 2\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    assert main(["check", "nojvp:Twice", "--max-cases", "4", "--out", str(tmp_path / "out")]) == 1
+    argv = ["check", "nojvp:Twice", "--max-cases", "4", "--out", str(tmp_path / "out"), "--fail-on", "torch"]
+    assert main(argv) == 1
     (t,) = json.loads((tmp_path / "out" / "check.json").read_text())["targets"]
     (f,) = t["findings"]
     assert (f["kind"], f["oracle"], f["transforms"], f["verdict"]) == (

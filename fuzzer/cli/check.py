@@ -33,7 +33,7 @@ def _rules(text: str) -> tuple[str, ...]:
 
 
 def _stacks(text: str) -> tuple[Any, ...]:
-    from ..check.engine import parse_stacks
+    from ..check.stacks import parse_stacks
 
     try:
         return parse_stacks(text)

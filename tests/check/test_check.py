@@ -248,7 +248,7 @@ def test_repro_raises_the_unexplained_error() -> None:
 
 def test_duration_goes_past_the_depth_2_stacks(tmp_path: Path) -> None:
     """--duration longer than the enumerated stacks goes on with random depth-3 ones (NOTE [check stacks])."""
-    from fuzzer.check.engine import stacks
+    from fuzzer.check.stacks import stacks
     from fuzzer.check.targets import resolve
 
     (cube,) = resolve(f"{MODULE}:Cube")

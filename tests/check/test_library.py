@@ -32,6 +32,17 @@ def _target(name: str, **kw):
     return t
 
 
+def test_rule_oracle_tables_are_complete() -> None:
+    """Every rule oracle has a row in each table that reads it (docs/internals.md), and nothing else does."""
+    from fuzzer.check.engine import _RULE_INFO
+    from fuzzer.check.output import _SHORT
+    from fuzzer.codegen.check_render import FD_ORACLES, FD_RULES, RULE_SIDES, SECOND_ORDER
+
+    rules = set(RULE_ORACLES)
+    assert set(RULE_SIDES) == set(_RULE_INFO) == rules and rules <= set(_SHORT)
+    assert set(FD_RULES) == set(FD_ORACLES) and set(SECOND_ORDER.values()) <= set(FD_ORACLES) <= rules
+
+
 def test_inputs_grammar() -> None:
     """NOTE [check inputs]: items split at top-level commas; constants of every kind."""
     assert split_items("=[[0], [1]],3x4, =(1, 2)") == ["=[[0], [1]]", "3x4", "=(1, 2)"]

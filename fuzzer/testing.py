@@ -88,8 +88,9 @@ def assert_function_consistent(
     from .check.output import repro, stack_text
     from .check.targets import target_of
 
-    module = getattr(function, "__module__", None) or getattr(getattr(function, "_init_fn", None), "__module__", "")
-    name = getattr(function, "__name__", None) or getattr(function, "_name", "").rpartition("::")[2]
+    init = getattr(function, "_init_fn", None)  # a custom op: named after the function it decorates
+    module = init.__module__ if init is not None else function.__module__
+    name = init.__name__ if init is not None else function.__name__
     callee = callee_of(function, name, f"{module}:{name}")
     target = target_of(callee, module, inputs=inputs, inputs_from=inputs_from, not_derivative=tuple(not_derivative))
     compiled = replace(CHECK_COMPILE, backend=compile_backend) if compile_backend else None

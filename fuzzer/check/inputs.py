@@ -22,7 +22,8 @@ A target's inputs are found once, before anything is judged, in one of three way
 Values: with ``--inputs`` or by trial, each target has the samples of :data:`VALUE_RANGES`, the shapes
 found with the first: ``positive`` (uniform in [0.5, 1.5], where ``sqrt``/``log``-like forwards are
 finite), ``mixed`` (uniform in [-2, 2]: negative arguments, sparse outputs of a sparsemax, clamp regions)
-and ``special`` (zeros, ties, large magnitudes). A sample the forward rejects or maps to non-finite values
+and ``special`` (a point list cycled: three elements are already a negative, a zero and a large value,
+four a tie). A sample the forward rejects or maps to non-finite values
 is outside the Function's domain: it is dropped, and the command says so. The rule oracles run on every
 sample (:meth:`fuzzer.check.engine.Checker.rules`), the transform stacks on the first, so a table row
 says the same on every run. torch's db brings its own samples (``OpInfo.sample_inputs``, float64).
@@ -49,7 +50,7 @@ TRIAL_SHAPES = ((3,), (2, 3), (), (4, 4))
 VALUE_RANGES: tuple[tuple[Any, ...], ...] = (
     ("positive", 0.5, 1.5),
     ("mixed", -2.0, 2.0),
-    ("special", (0.0, 1.0, 1.0, -1.0, 10.0, -0.5, 2.0, -10.0, 0.5)),
+    ("special", (-1.0, 0.0, 10.0, -1.0, 2.0, -10.0, 0.5, 1.0, -0.5)),
 )
 INT_DTYPES = ("int64", "int32", "bool")
 _ITEM = re.compile(

@@ -1,5 +1,5 @@
 """Judge a target (NOTE [check oracles] in :mod:`fuzzer.codegen.check_render`): its rules first, then transform
-stacks under the fuzzer's oracles; findings shrunk over stacks and inputs.
+stacks under the fuzzer's oracles; findings shrunk over their stacks.
 
 NOTE [check findings]
 Of one target, findings are one when they are of the same kind and show the same unexplained error
@@ -32,7 +32,7 @@ from ..codegen.check_smoothness import render_smoothness
 from ..ir.case import Compile, Transform
 from ..ir.oracles import COMPILED, alternate, applicable_to, oracle_kind
 from ..ir.shapes import numel
-from ..ir.target import CheckCase, Target, TargetError, shrunk_target
+from ..ir.target import CheckCase, Target, TargetError
 from ..ir.validity import SideInfo, stack_sides
 from ..ir.verdicts import ERROR_VERDICTS, FINDING_VERDICTS
 from ..judge.compare import Limitation, classify, load_registry
@@ -40,7 +40,6 @@ from ..judge.execute import Outcome, compile_unavailable, run_script
 from ..judge.torch_state import prepare_process, settle_torch_state
 from .limits import BUDGET_VERDICTS, memory_limit, out_of_memory, scaled_timeout
 from .stacks import random_stacks, stacks
-from .targets import reprobe
 
 KINDS = {"function": "the Function's rules disagree", "torch": "torch disagrees with itself"}
 _PLAIN = SideInfo((), False, False, False)
@@ -88,6 +87,7 @@ class CheckFinding:
     keys: set[tuple[object, ...]] = field(default_factory=set)  # the keys of the findings it stands for
     original: CheckFinding | None = None  # as found, before shrinking (its repro is tried where this one fails)
     reproduced: bool | None = None  # NOTE [the repro is what runs]: set once its repro.py ran
+    known: str | None = None  # the known upstream issue it is (``#N``), once looked up
 
     @property
     def key(self) -> tuple[object, ...]:
@@ -356,7 +356,8 @@ class Checker:
                 break
             report.cases += 1
             for oracle, v in self.stack(target, stack, report.rules).items():
-                report.count(oracle, v.verdict)
+                both_raise = v.verdict == "consistent" and v.outcome is not None and not v.outcome.functorch.ok
+                report.count(oracle, "same_error" if both_raise else v.verdict)
                 if v.finding:
                     f = CheckFinding("torch", CheckCase(target, stack, oracle, compile=self.compile), v)
                     report.found.setdefault(oracle, []).append(f.key)
@@ -380,8 +381,8 @@ class Checker:
     # ----------------------------------------------------------------------------- shrinking
 
     def shrink(self, finding: CheckFinding, rules: dict[str, Verdict], *, budget: int = 40) -> CheckFinding:
-        """The smallest case (fewer levels, then smaller tensors) that still gives the same finding: same
-        kind, oracle, verdict and error fingerprint."""
+        """The smallest case (fewer levels) that still gives the same finding: same kind, oracle, verdict
+        and error fingerprint."""
         case, result, tried = finding.case, finding.result, 0
 
         def same(c: CheckCase) -> Verdict | None:
@@ -397,7 +398,7 @@ class Checker:
         changed = True
         while changed and tried < budget:
             changed = False
-            for smaller in _smaller(case, shapes=finding.kind == "torch" and not case.target.given):
+            for smaller in _smaller(case):
                 if tried >= budget:
                     break
                 v = same(smaller)
@@ -430,25 +431,12 @@ _SIDE_B_LEVELS: dict[str, Callable[[tuple[Transform, ...], str], tuple[Transform
 }
 
 
-def _smaller(case: CheckCase, *, shapes: bool) -> Iterator[CheckCase]:
-    """One step smaller: a level dropped (the oracle must still apply), then, where ``shapes``, one size cut
-    in every tensor dim of that size at once (a Function's inputs that share a size mostly share an axis).
-    A finding of the Function's rules keeps its sample's shapes, and one on ``--inputs-from`` samples
-    stays on them: the Function's domain (NOTE [check inputs])."""
+def _smaller(case: CheckCase) -> Iterator[CheckCase]:
+    """One step smaller: a level dropped (the oracle must still apply). The sample's shapes are the
+    Function's domain, which only the user knows (a quaternion's 4, a batch of 3x3 matrices): they are
+    never cut (NOTE [check inputs])."""
     stack = case.transforms
     for i in range(len(stack)):
         rest = stack[:i] + stack[i + 1 :]
         if rest and case.oracle in applicable_to(rest) and all(t.name != "autograd_grad" for t in rest):
             yield replace(case, transforms=rest)
-    if not shapes:
-        return
-    shapes_now = case.target.shapes
-    for size in sorted({s for shape in shapes_now for s in shape}, reverse=True):
-        for new in sorted({1, 2} | {size // 2}):
-            if 0 < new < size:
-                cut = [tuple(new if s == size else s for s in shape) for shape in shapes_now]
-                try:
-                    target = reprobe(shrunk_target(case.target, cut))
-                except TargetError:
-                    continue
-                yield replace(case, target=target)

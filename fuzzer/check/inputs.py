@@ -132,10 +132,18 @@ def draw(args: list[Arg], rng: random.Random, value_range: tuple[Any, ...]) -> l
                 values = [rng.randint(0, 2) for _ in range(n)]
             else:
                 values = list(_values(n, rng, value_range, i))
-            text = nested(values, a.shape) if a.shape else repr(values[0])
+            text = nested(values, a.shape) if a.dtype not in INT_DTYPES else _ints(values, a.shape)
             a = Arg("const", literal=f"torch.tensor({text}, dtype=torch.{a.dtype})", name=a.name)
         out.append(a)
     return out
+
+
+def _ints(values: list[Any], shape: tuple[int, ...]) -> str:
+    """``values`` (ints or bools) nested as ``shape``, as a Python literal."""
+    if not shape:
+        return repr(values[0])
+    step = len(values) // shape[0]
+    return "[" + ", ".join(_ints(values[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])) + "]"
 
 
 def _values(n: int, rng: random.Random, value_range: tuple[Any, ...], offset: int) -> tuple[float, ...]:
@@ -143,7 +151,12 @@ def _values(n: int, rng: random.Random, value_range: tuple[Any, ...], offset: in
         points = value_range[1]
         return tuple(float(points[(offset * 2 + j) % len(points)]) for j in range(n))
     _, low, high = value_range
-    return tuple(round(rng.uniform(low, high), 4) for _ in range(n))
+    # stratified: element j from the j-th of n equal parts of [low, high], in a shuffled order, so three
+    # elements of [-2, 2] already reach below -1 and above 1
+    width = (high - low) / max(n, 1)
+    parts = list(range(n))
+    rng.shuffle(parts)
+    return tuple(round(low + width * (p + rng.random()), 4) for p in parts)
 
 
 def given_samples(spec: str, call: Any) -> list[list[Arg]]:

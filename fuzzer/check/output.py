@@ -136,6 +136,7 @@ def record(out: Path, f: CheckFinding, script: Path, ran: dict[str, Any]) -> dic
     ok = reproduced(f, code, output, exception=ran["exception_line"])
     f.reproduced = ok
     issue = known(f)
+    f.known = None if issue is None else issue.ref
     data = {
         "schema_version": SCHEMA_VERSION,
         "kind": f.kind,
@@ -166,11 +167,11 @@ def record(out: Path, f: CheckFinding, script: Path, ran: dict[str, Any]) -> dic
 
 
 def shown(oracle: str, verdict: str) -> str:
-    """A verdict as output says it: a rule oracle's error by the side that raised (neither side of a rule
-    oracle is torch.func's)."""
-    if oracle not in RULE_ORACLES:
-        return verdict
+    """A verdict as output says it: an error by the side that raised (neither side of a rule oracle is
+    torch.func's, and compiled_vs_eager's side B is the compiled one)."""
     a, b = side_names(oracle)
+    if oracle not in RULE_ORACLES:
+        a, b = "torch.func" if a == "functorch" else a, b.replace("_", " ")
     words = {
         "error_functorch_only": f"{a} raises",
         "error_reference_only": f"{b} raises",
@@ -179,14 +180,17 @@ def shown(oracle: str, verdict: str) -> str:
     return words.get(verdict, verdict)
 
 
-def _confirmed(report: TargetReport) -> set[tuple[object, ...]]:
-    return {k for f in report.findings if f.reproduced for k in f.keys | {f.key}}
+def _confirmed(report: TargetReport) -> dict[tuple[object, ...], str | None]:
+    """The key of each disagreement a reproduced finding stands for, and the upstream issue it is known as."""
+    return {k: f.known for f in report.findings if f.reproduced for k in f.keys | {f.key}}
 
 
 def cell(report: TargetReport, oracle: str) -> str:
     """A table cell: a rule oracle's verdict, or a torch oracle's verdict counts over the stacks. A
     disagreement whose repro did not reproduce it in a fresh process is ``unconfirmed``, never a FINDING
-    (NOTE [the repro is what runs])."""
+    (NOTE [the repro is what runs]); one that is a known upstream issue is counted as ``known (#N)``;
+    stacks whose two sides raised the same error are ``same error``, not ``ok``. A count is of stacks:
+    the findings printed group them (NOTE [check findings])."""
     confirmed = _confirmed(report)
     if oracle in RULE_ORACLES:
         v = report.rules[oracle]
@@ -198,13 +202,18 @@ def cell(report: TargetReport, oracle: str) -> str:
     if not row:
         return "-"
     keys = report.found.get(oracle, [])
-    found = sum(k in confirmed for k in keys)
+    known = sorted({str(confirmed[k]) for k in keys if confirmed.get(k)})
+    n_known = sum(bool(confirmed.get(k)) for k in keys)
+    found = sum(k in confirmed for k in keys) - n_known
     parts = [f"{row.get('consistent', 0)} ok"]
-    for verdict, word in (("expected", "exp"), ("not_applicable", "n/a"), ("timeout", "timeout"), ("memory", "memory")):
+    words = (("same_error", "same error"), ("expected", "exp"), ("not_applicable", "n/a"))
+    for verdict, word in (*words, ("timeout", "timeout"), ("memory", "memory")):
         if row.get(verdict):
             parts.append(f"{row[verdict]} {word}")
-    if len(keys) - found:
-        parts.append(f"{len(keys) - found} unconfirmed")
+    if len(keys) - found - n_known:
+        parts.append(f"{len(keys) - found - n_known} unconfirmed")
+    if n_known:
+        parts.append(f"{n_known} known ({', '.join(known)})")
     if found:
         parts.append(f"**{found} FINDING**")
     return ", ".join(parts)
@@ -287,8 +296,8 @@ class Writer:
         # NOTE [parallel verification]
         # Each repro runs in its own fresh interpreter (~2-4 s, most of it importing torch); they are
         # independent, so they run side by side, one per core (only the subprocesses run in threads). A
-        # shrunk finding whose repro does not reproduce it is tried as it was found (a shrunk input the
-        # Function rejects, say) before it is listed as not reproduced.
+        # shrunk finding whose repro does not reproduce it (a disagreement of the shrinker's process
+        # alone) is tried as it was found before it is listed as not reproduced.
         root = _pythonpath(target)
         scripts = []
         for f in findings:

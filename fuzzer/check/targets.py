@@ -266,14 +266,6 @@ def undifferentiated_as_constants(callee: Callee, target: Target) -> Target:
     return replace(target, args=tuple(args), constants=tuple(dropped))
 
 
-def reprobe(target: Target) -> Target:
-    """``target`` after its sample changed (shrinking): the output shape again."""
-    if target.name.startswith("torch.ops."):
-        return probe(torch_op(target.name), target)
-    obj = getattr(_import(target.module, target.title), target.name)
-    return probe(callee_of(obj, target.name, target.title), target)
-
-
 def torch_db(*, where: str = "--torch-db") -> list[Target]:
     """Every Function of torch's ``autograd_function_db`` with its first sample (float64)."""
     try:

@@ -229,6 +229,8 @@ def command(args: argparse.Namespace) -> int:
                 f"{f['kind']:8} {t['title']}: {f['oracle']}{sample} [{stack}] {output.shown(f['oracle'], f['verdict'])}  "
                 f"{args.out / f['dir']}/repro.py{known}"
             )
+    if any(counts.values()):
+        print("\n(a table cell counts stacks; a finding above stands for every stack of one cause)")
     if missed:
         print(f"\n{missed} disagreement(s) did not reproduce in a fresh process: not reported (listed in check.json)")
     failing = sum(counts[k] for k in args.fail_on)

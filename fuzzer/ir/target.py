@@ -238,31 +238,3 @@ _ARG_LITERAL_TEXT = {
     "import": "pkg.module:name",
     "given": "the index of an item of the --inputs-from sample",
 }
-
-
-def shrunk_target(target: Target, dim_sizes: list[tuple[int, ...]]) -> Target:
-    """``target`` with its tensor samples cut to ``dim_sizes`` (each a prefix along every dim)."""
-    args, k = [], 0
-    for a in target.args:
-        if a.kind != "tensor":
-            args.append(a)
-            continue
-        shape = dim_sizes[k]
-        k += 1
-        args.append(replace(a, shape=shape, values=_cut(a.values, a.shape, shape)))
-    return replace(target, args=tuple(args))
-
-
-def _cut(values: tuple[float, ...], shape: tuple[int, ...], new: tuple[int, ...]) -> tuple[float, ...]:
-    if not shape:
-        return values
-    step = _numel(shape[1:])
-    rows = [values[i * step : (i + 1) * step] for i in range(new[0])]
-    return tuple(v for r in rows for v in _cut(r, shape[1:], new[1:]))
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n

@@ -162,4 +162,6 @@ def test_a_module_gives_the_same_table_as_its_functions_one_by_one(tmp_path: Pat
     assert whole == [rows["Entmax15"], rows["Swish"]]
     assert codes == {"Swish": 0, "Entmax15": 1}
     # Entmax15's own fault: its double backward differentiates sqrt at the zeros of a sparse output
-    assert rows["Entmax15"].split(" | ")[4] == "FINDING value_mismatch" and "**2 FINDING**" in rows["Swish"]
+    assert rows["Entmax15"].split(" | ")[4] == "FINDING value_mismatch"
+    # compiled, Dynamo inlines the forward where eager torch.func refuses a forward(ctx, ...) Function
+    assert rows["Swish"].endswith(" | 0 ok, 2 known (#193279) |")

@@ -53,7 +53,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "transform stack of depth <= 2 under the fuzzer's oracles (torch.func vs plain autograd, jacrev vs "
             "jacfwd, vmap vs a loop, forward- vs reverse-over-reverse, compiled vs eager). Findings come in two "
             "kinds, written apart under OUT/function/ (the Function's rules disagree) and OUT/torch/ (torch "
-            "disagrees with itself on a Function whose rules check out); each is shrunk and its repro.py "
+            "disagrees with itself on a Function whose rules check out); each is shrunk over its stack and its repro.py "
             "(importing your module) is run in a fresh process before it is reported. Exit 0: no finding of "
             "the kinds --fail-on names (default: function); 1: some; 2: bad target or command line."
         ),

@@ -143,6 +143,12 @@ def test_inputs_spec_and_max_cases(tmp_path: Path) -> None:
         (["check", f"{MODULE}:Cube", "--inputs", "3y4"], "--inputs: cannot read '3y4'"),
         (["check"], "give a TARGET"),
         (["check", "tests/check/three_functions.py"], "expected pkg.module:Name"),
+        (["check", f"{MODULE}:Cube", "--stacks", "grad>nope"], "nope is not one of grad, vjp"),
+        (
+            ["check", f"{MODULE}:Cube", "--inputs-from", f"{MODULE}:torch"],
+            "--inputs-from tests.check.three_functions:torch: calling it raised TypeError",
+        ),
+        (["check", "torch.ops.affuzz_tests.nope"], "say which module registers it with --import pkg.module"),
     ],
 )
 def test_bad_target_is_one_line_exit_2(argv: list[str], message: str, capsys) -> None:

@@ -4,10 +4,11 @@ stacks under the fuzzer's oracles; findings shrunk over their stacks.
 NOTE [check findings]
 Of one target, findings are one when they are of the same kind and show the same unexplained error
 (its fingerprint, NOTE [error buckets]: one torch error is one bug under whatever stack and oracle it
-shows up); a rule's wrong values are one finding per rule oracle; torch's wrong values are one per verdict
-and multiset of level classes, whatever the oracle and order (reverse: grad, vjp, jacrev,
-autograd.grad; forward: jvp, jacfwd; hessian; linearize; vmap): ``jvp > hessian`` and ``jacfwd >
-hessian`` under either oracle are one, ``grad > hessian`` and ``linearize`` two. The first found, which
+shows up); a rule's wrong values are one finding per rule oracle; torch's wrong values are one per verdict,
+multiset of level classes and whether compiled (reverse: grad, vjp, jacrev, autograd.grad; forward: jvp,
+jacfwd; hessian; linearize; vmap), whatever the eager oracle and order: ``jvp > hessian`` and ``jacfwd >
+hessian`` under either eager oracle are one, ``grad > hessian`` and ``linearize`` two, and a compiled
+stack's wrong value is never one with an eager oracle's (the compiler's bugs are its own). The first found, which
 is the smallest (stacks are enumerated shortest first), is shrunk, and findings that shrink to the same
 case are one again.
 """
@@ -101,7 +102,7 @@ def finding_key(kind: str, case: CheckCase, v: Verdict) -> tuple[object, ...]:
         return (kind, v.fingerprint)
     if kind == "function":
         return (kind, case.oracle, v.verdict)
-    return (kind, v.verdict, tuple(sorted(_CLASS[t.name] for t in case.transforms)))
+    return (kind, v.verdict, case.oracle == COMPILED, tuple(sorted(_CLASS[t.name] for t in case.transforms)))
 
 
 @dataclass
@@ -244,6 +245,20 @@ class Checker:
 
     # ----------------------------------------------------------------------------- torch oracles
 
+    def relies_on_rules(self, stack: tuple[Transform, ...], oracle: str) -> bool:
+        """Whether the two sides of ``oracle`` run different rules of the Function (a different path, or its
+        vmap rule a different number of times): then they agree only as far as the rules were verified,
+        to the finite-difference tolerance (NOTE [check oracles])."""
+        if oracle == COMPILED:
+            return False
+        a, b = stack_sides(stack, oracle)
+        return a.path != b.path or _vmaps(stack) != _vmaps(_side_b(stack, oracle))
+
+    def case(self, target: Target, stack: tuple[Transform, ...], oracle: str) -> CheckCase:
+        """The case of a torch oracle on ``stack``, judged at the rules' tolerance where it relies on them."""
+        meta = {"rule_tolerance": True} if self.relies_on_rules(stack, oracle) else {}
+        return CheckCase(target, stack, oracle, meta=meta, compile=self.compile)
+
     def valid(self, target: Target, stack: tuple[Transform, ...], oracle: str, rules: dict[str, Verdict]) -> str | None:
         """Why a torch disagreement on this comparison could come from the Function's rules (NOTE [check
         oracles]): the rule oracles the two sides' difference relies on that did not come out
@@ -300,7 +315,12 @@ class Checker:
             else:
                 todo.append(oracle)
         if todo:
-            case = CheckCase(target, stack, todo[0], compile=self.compile)
+            # NOTE [check oracles]: the script's tolerance is the rules' where one of its oracles relies on
+            # them (a finding is then also one at the exact tolerance its own repro may use)
+            loose = any(self.relies_on_rules(stack, o) for o in todo)
+            case = CheckCase(
+                target, stack, todo[0], meta={"rule_tolerance": True} if loose else {}, compile=self.compile
+            )
             outcomes = self._run(case, render_check(case, also=tuple(todo[1:])), tuple(todo))
             for oracle in todo:
                 o = outcomes[oracle]
@@ -359,7 +379,7 @@ class Checker:
                 both_raise = v.verdict == "consistent" and v.outcome is not None and not v.outcome.functorch.ok
                 report.count(oracle, "same_error" if both_raise else v.verdict)
                 if v.finding:
-                    f = CheckFinding("torch", CheckCase(target, stack, oracle, compile=self.compile), v)
+                    f = CheckFinding("torch", self.case(target, stack, oracle), v)
                     report.found.setdefault(oracle, []).append(f.key)
                     if f.key not in seen:
                         seen.add(f.key)

@@ -197,7 +197,9 @@ def cell(report: TargetReport, oracle: str) -> str:
         if v.finding:
             key = finding_key("function", CheckCase(report.target, (), oracle), v)
             return f"FINDING {shown(oracle, v.verdict)}" if key in confirmed else "unconfirmed"
-        return {"consistent": "ok", "not_applicable": "n/a", "not_smooth": "not smooth"}.get(v.verdict, v.verdict)
+        text = {"consistent": "ok", "not_applicable": "n/a", "not_smooth": "not smooth"}.get(v.verdict, v.verdict)
+        kinks = sum(w.verdict == "not_smooth" for w in report.samples.get(oracle, {}).values())
+        return f"{text}, {kinks} not smooth" if kinks and v.verdict != "not_smooth" else text
     row = report.stacks.get(oracle, {})
     if not row:
         return "-"

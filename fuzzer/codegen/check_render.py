@@ -37,8 +37,10 @@ the Function: both sides run the same rules at every order (the same path, NOTE 
 the Function under torch.func vmap as often), or every rule that differs between them was verified by the
 rule oracles: paths that differ need the first-order rules (backward, and with a forward level the jvp
 and backward vs jvp) and the second-order rule of each side's two innermost levels (``SECOND_ORDER``);
-a different number of vmaps needs the vmap staticmethod. Otherwise the comparison is ``not_applicable``
-(``rules disagree (...)``, :meth:`fuzzer.check.engine.Checker.valid`) and the rule finding is what to fix.
+a different number of vmaps needs the vmap staticmethod; such a comparison is judged at
+``FD_TOLERANCE``, the tolerance its rules were verified to (a damped rule within it, exact to 1e-6,
+differs from its twin by that much), and so is every other oracle of its script. Otherwise the
+comparison is ``not_applicable`` (``rules disagree (...)``, :meth:`fuzzer.check.engine.Checker.valid`) and the rule finding is what to fix.
 The rules are verified at the sample points (NOTE [check inputs]; the second-order ones w.r.t. every pair of
 inputs, one entry per pair named ``d<second> d<first>``; the first-order ones one entry per input, by its
 parameter's name): evidence, not proof. A finite-difference oracle's disagreement is a finding only
@@ -48,8 +50,9 @@ tenth of it agree (``kink`` and ``unconverged`` in fuzzer/codegen/repro_fd.py, r
 :meth:`fuzzer.check.engine.Checker.kink`); a kink, a tie or a branch within a step of the sample is a
 ``not_smooth`` note. A rule the Function declares
 deliberately not its forward's derivative (``affuzz_not_derivative = ("backward",)`` on the class, or
-``--not-derivative backward``) is not compared with finite differences (``expected``), and backward vs
-jvp only where both or neither are declared; it is still checked for consistency across transforms.
+``--not-derivative backward``) is ``expected`` to disagree with finite differences (an error it raises is
+still a finding), and with the other rule in backward vs jvp where only one is declared; it is still
+checked for consistency across transforms.
 """
 
 from __future__ import annotations
@@ -405,7 +408,7 @@ def render_check(
     if style != "full":  # NOTE [repro styles]: the twins' shortest forms (every argnums here is an int)
         lib = {**lib, **short_sources("_short"), **(short_sources("_1") if case.target.n_inputs == 1 else {})}
         names = names - {"_nums", "_replace_arg", "_result"}
-    fd = oracle in FD_ORACLES
+    fd = oracle in FD_ORACLES or bool(case.meta.get("rule_tolerance"))
     name_a, name_b = side_names(oracle)
     out = [f"# {h}" if h else "#" for h in header]
     out += import_lines(case.target)

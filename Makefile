@@ -4,8 +4,9 @@ VENV ?= .venv
 TORCH ?= 2.13.0
 DURATION ?= 60
 # seconds the short campaign waits at its end for queued shrinks (the rest are published unshrunk,
-# still verified): compiled findings shrink slowly, and make fuzz stays a one-minute command
-GRACE ?= 20
+# still verified, and not drafted as issues until an `affuzz run --resume` shrinks them): compiled
+# findings shrink slowly; make fuzz stays a two-minute command that ends with drafts for what it shrank
+GRACE ?= 50
 SEED ?=
 OUT ?= reports/latest
 BIN := $(VENV)/bin

@@ -9,7 +9,9 @@ signature token ``[affuzz:<bucket id>]`` by which a filed issue is found again; 
 stacks the bucket was hit under) and ``### Versions`` (``python -m torch.utils.collect_env``, run once per
 call by the interpreter that ran the cases); last a ``Suggested labels:`` line. Only verified buckets get a
 draft; one that matches a known upstream issue (:mod:`.upstream`) gets a "known: #N" line in the index
-instead, so it is never filed again. An issue the table lists as only related (NOTE [known issues]) is named
+instead, so it is never filed again; one the campaign published unshrunk (it ended, or the shrink job
+failed, before its shrink) is listed in the index as not drafted yet, and in the report as ``unshrunk``: a
+maintainer gets the smallest program, so it is drafted once ``affuzz run --resume`` has shrunk it. An issue the table lists as only related (NOTE [known issues]) is named
 in the draft ("Related upstream issues") and in the index, and the draft stays.
 """
 
@@ -20,6 +22,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from ..ir.case import FORWARD_MODE_TRANSFORMS, OUTER_TRANSFORMS
 from ..ir.features import feature
@@ -411,6 +414,7 @@ def _index(
     written: list[tuple[BucketData, str]],
     known: list[tuple[BucketData, KnownIssue]],
     table: tuple[KnownIssue, ...] | None = None,
+    unshrunk: list[BucketData] | None = None,
 ) -> str:
     others = [b for b in run.buckets if not b.verified]
     related = [(b, k) for b, _ in written for k in related_issues(b.summary, table)]
@@ -435,26 +439,43 @@ def _index(
         lines += ["Related upstream issues (drafted all the same: not the same mechanism):", ""]
         lines += [f"- `{b.id}`: related: {k.ref} {k.issue} ({k.state_text}; {k.summary})" for b, k in related]
         lines.append("")
+    if unshrunk:
+        lines += [
+            "Not drafted yet (published unshrunk: `affuzz run --resume "
+            f"{run.out} --duration <total>` shrinks them, then they are drafted): "
+            + ", ".join(f"`{b.id}` ({b.unshrunk})" for b in unshrunk)
+        ]
+        lines.append("")
     if others:
         lines += ["Not drafted (not verified): " + ", ".join(f"`{b.id}` ({b.status})" for b in others)]
         lines.append("")
     return "\n".join(lines)
 
 
-def draft_plan(
-    run: RunData, known: tuple[KnownIssue, ...] | None = None
-) -> tuple[list[BucketData], list[tuple[BucketData, KnownIssue]]]:
-    """(the buckets that get a draft, the verified buckets that match a known upstream issue)."""
-    to_draft, matched = [], []
+class DraftPlan(NamedTuple):
+    """What :func:`write_drafts` makes of a run's verified buckets (NOTE [issue drafts])."""
+
+    to_draft: list[BucketData]  # a draft each
+    matched: list[tuple[BucketData, KnownIssue]]  # known upstream: no draft
+    unshrunk: list[BucketData]  # published before they were shrunk: no draft until they are
+
+
+def draft_plan(run: RunData, known: tuple[KnownIssue, ...] | None = None) -> DraftPlan:
+    """The verified buckets that get a draft, those known upstream, and those not drafted because the
+    campaign published them unshrunk (a repro longer than the bug is not what a maintainer should get:
+    ``affuzz run --resume`` shrinks them, then they are drafted)."""
+    plan = DraftPlan([], [], [])
     for b in run.buckets:
         if not b.verified:
             continue
         k = known_issue(b.summary, known)
         if k is not None:
-            matched.append((b, k))
+            plan.matched.append((b, k))
+        elif b.unshrunk:
+            plan.unshrunk.append(b)
         else:
-            to_draft.append(b)
-    return to_draft, matched
+            plan.to_draft.append(b)
+    return plan
 
 
 def write_drafts(
@@ -471,7 +492,7 @@ def write_drafts(
     here, where there is something to draft). Returns the drafts written (the index, always written, is not
     among them)."""
     run = load_run(out)
-    to_draft, matched = draft_plan(run, known)
+    to_draft, matched, unshrunk = draft_plan(run, known)
     issues = out / ISSUES_DIR
     if to_draft:
         versions = (env or EnvProbe(python or sys.executable)).result()
@@ -493,5 +514,5 @@ def write_drafts(
             if p.name not in keep:
                 p.unlink()
     index = issues / INDEX
-    atomic_write_text(index, _index(run, titles, matched, known))
+    atomic_write_text(index, _index(run, titles, matched, known, unshrunk))
     return written

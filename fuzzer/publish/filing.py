@@ -88,7 +88,7 @@ def drafts_stale(out: Path, known: tuple[KnownIssue, ...] | None = None) -> bool
     newest = max((p.stat().st_mtime for p in sources if p.exists()), default=0.0)
     if newest > index.stat().st_mtime:
         return True
-    to_draft, _ = draft_plan(load_run(out), known)
+    to_draft = draft_plan(load_run(out), known).to_draft
     return any(not (out / ISSUES_DIR / f"{b.id}.md").exists() for b in to_draft)
 
 

@@ -329,11 +329,22 @@ def bucket_row(b: Bucket[Finding], out: Path, stacks: dict[str, int]) -> dict[st
         **({"compile": _compile_json(b.published.case)} if b.published.case.compile is not None else {}),
         **({"checkpoint": _checkpoint_json(b.published.case)} if b.published.case.checkpoint is not None else {}),
         "shrink_seconds": b.shrink_seconds,
-        "repro_lines": b.published.shrink.get("lines_after"),
+        **({"unshrunk": b.published.shrink["skipped"]} if "skipped" in b.published.shrink else {}),
+        "repro_lines": _repro_lines(b.path) or b.published.shrink.get("lines_after"),
         "seconds_to_find": round(b.first.seconds_to_find, 3),
         "cases_to_find": b.first.cases_to_find,
         "path": str(b.path.relative_to(out)) if b.path else None,
     }
+
+
+def _repro_lines(d: Path | None) -> int | None:
+    """Non-blank lines of the published ``repro.py`` in ``d``, its header included: what a reader of the
+    report counts when they open it (None where it is not published)."""
+    try:
+        text = (d / "repro.py").read_text(encoding="utf-8") if d is not None else None
+    except OSError:
+        return None
+    return None if text is None else sum(1 for line in text.splitlines() if line.strip())
 
 
 def _plain_forward(d: Path) -> bool:

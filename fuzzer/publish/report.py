@@ -166,6 +166,8 @@ def dashboard(live: dict[str, Any]) -> Group:
 
 def _shrink_text(b: dict[str, Any]) -> str:
     secs = b.get("shrink_seconds") or []
+    if b.get("unshrunk"):  # published before it was shrunk: never drafted so (NOTE [issue drafts])
+        return f"unshrunk, {b.get('repro_lines') or '?'} lines"
     return f"{max(secs, default=0.0):.1f}s, {b.get('repro_lines') or '?'} lines" if secs else "-"
 
 

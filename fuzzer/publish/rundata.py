@@ -39,6 +39,12 @@ class BucketData:
     def verified(self) -> bool:
         return self.status == "verified" and self.record is not None
 
+    @property
+    def unshrunk(self) -> str | None:
+        """Why the campaign published it without shrinking it (None: it was shrunk)."""
+        why = ((self.record or {}).get("shrink") or {}).get("skipped")
+        return str(why) if why else None
+
     # typed views of the summary's fields (what the publish layer reads)
     @property
     def verdict(self) -> str:

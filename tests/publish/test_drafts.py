@@ -95,6 +95,26 @@ def test_known_upstream_buckets_get_an_index_line_instead(drafted: tuple[Path, l
     assert f"`{ids[0]}`: known: #4242 https://github.com/pytorch/pytorch/issues/4242 (open; a test entry)" in index
 
 
+def test_an_unshrunk_bucket_is_not_drafted_until_it_is_shrunk(drafted: tuple[Path, list[Path]], tmp_path: Path) -> None:
+    """NOTE [issue drafts]: a finding the campaign published before shrinking it (its shrink record says why
+    it was skipped) gets no draft, a line in the index, and "unshrunk" in the report's shrink column."""
+    src, _ = drafted
+    out = tmp_path / "out"
+    shutil.copytree(src, out)
+    ids = [b["id"] for b in summary(out)["buckets"] if b["status"] == "verified"]
+    record = out / "findings" / ids[0] / "finding.json"
+    data = json.loads(record.read_text())
+    data["shrink"]["skipped"] = "the campaign ended before it was shrunk"
+    record.write_text(json.dumps(data))
+    paths = write_drafts(out)
+    assert out / "issues" / f"{ids[0]}.md" not in paths and len(paths) == len(ids) - 1
+    index = (out / "issues" / "README.md").read_text()
+    assert f"`{ids[0]}` (the campaign ended before it was shrunk)" in index and "Not drafted yet" in index
+    from fuzzer.publish.report import _shrink_text
+
+    assert _shrink_text({"unshrunk": "why", "shrink_seconds": [0.0], "repro_lines": 29}) == "unshrunk, 29 lines"
+
+
 def test_related_issues_are_named_and_the_draft_stays(drafted: tuple[Path, list[Path]], tmp_path: Path) -> None:
     src, _ = drafted
     out = tmp_path / "out"

@@ -137,10 +137,25 @@ def sides(bucket: BucketData) -> Sides:
             a = _plain_words(skeleton)
         twin = "the same op as an autograd.Function" if kind.side_b == "function_twin" else kind.words
         return Sides(f"{a} of a custom op", twin, ())
+    if oracle == COMPILED and bucket.compile:  # NOTE [compiled mode]: both sides as the repro runs them
+        return _compiled_sides(a, skeleton, str(bucket.compile.get("placement", "around")))
     alt = _alternate_skeleton(bucket) if kind.side_b == "alternate" else None
     if alt is not None:
         return Sides(a, stack_expr(alt), alt)
     return Sides(a, kind.words, ())
+
+
+def _compiled_sides(a: str, skeleton: tuple[str, ...], placement: str) -> Sides:
+    """The eager and the compiled side of a compiled finding, by where torch.compile goes: ``plain`` (around
+    ``f`` under the plain-autograd twins, the eager side is plain autograd), ``inside`` (around ``f`` in
+    the stack), ``around`` (around the torch.func stack; an outer autograd.grad stays outside)."""
+    if placement == "plain":
+        eager = _plain_words(skeleton)
+        return Sides(eager, f"{eager} of torch.compile(f)", ())
+    if placement == "inside":
+        return Sides(a, f"{a} of torch.compile(f)", ())
+    outer, sep, inner = a.rpartition("autograd.grad of ")
+    return Sides(a, f"{outer}{sep}torch.compile({inner})", ())
 
 
 def plain_forward(bucket: BucketData) -> bool:
@@ -372,6 +387,17 @@ def draft(bucket: BucketData, run: RunData, env: str, known: tuple[KnownIssue, .
     )
     if oracle_kind(oracle).side_b in CUSTOM_OP_INTRO:  # NOTE [custom op mode]
         intro = f"With {what}, {core}{works}. {CUSTOM_OP_INTRO[oracle_kind(oracle).side_b]}"
+    elif oracle == COMPILED and bucket.compile:  # NOTE [compiled mode]: what each side of the repro runs
+        c = bucket.compile
+        how = f"backend={c.get('backend')!r}, fullgraph={c.get('fullgraph')}" + (
+            ", its backward under compiled autograd" if c.get("autograd") else ""
+        )
+        intro = (
+            f"With {what}, {core}{works}. Side A runs `{s.a}` eagerly, side B the same under torch.compile "
+            f"(`{s.b}`, {how}): torch.compile must not change what it computes."
+        )
+    elif oracle not in ORACLE_TEXT:  # a side B that has no words of its own here: the table's
+        intro = f"With {what}, {core}{works}. Side A runs `{s.a}`, side B runs {oracle_kind(oracle).words}: the two must agree."
     found = (
         "Repro (needs only torch; it exits with status 1 while the bug is there; found and shrunk by affuzz, a "
         "differential fuzzer of torch.func against plain autograd"

@@ -11,7 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer.publish.drafts import LABEL_FORWARD_AD, LABEL_SILENT, TITLE_LIMIT, draft, labels, title, write_drafts
+from fuzzer.publish.drafts import (
+    LABEL_FORWARD_AD,
+    LABEL_SILENT,
+    TITLE_LIMIT,
+    draft,
+    labels,
+    sides,
+    title,
+    write_drafts,
+)
 from fuzzer.publish.env_probe import ENV_PROBE_NICENESS, EnvProbe, collect_env
 from fuzzer.publish.rundata import BucketData, RunData
 from fuzzer.publish.upstream import KnownIssue, known_issue
@@ -234,6 +243,24 @@ def test_a_custom_op_draft_says_what_its_sides_run() -> None:
     compiled = bucket("value_mismatch", ["grad"], [], oracle="compiled_vs_eager")
     compiled.summary.update(features=["custom_op"], compile={"backend": "aot_eager", "placement": "plain"})
     assert labels(compiled)[:3] == ["module: custom-operators", "oncall: pt2", "module: aotdispatch"]
+
+
+def test_a_compiled_draft_says_what_each_side_of_its_repro_runs() -> None:
+    """Issue 39: a compiled finding's title and intro name the eager stack and the compiled one by where
+    torch.compile goes, never "the same under torch.compile", nor torch.func where none runs."""
+    around = bucket("promise_broken", ["autograd_grad", "hessian"], [], oracle="compiled_vs_eager")
+    around.summary["compile"] = {"backend": "eager", "fullgraph": True, "placement": "around"}
+    s = sides(around)
+    assert (s.a, s.b) == ("autograd.grad of torch.func.hessian", "autograd.grad of torch.compile(torch.func.hessian)")
+    plain = bucket("value_mismatch", ["autograd_grad"], [], oracle="compiled_vs_eager")
+    plain.summary["compile"] = {"backend": "aot_eager", "fullgraph": False, "placement": "plain", "autograd": True}
+    assert title(plain).startswith(
+        "autograd.grad(create_graph=True) and autograd.grad(create_graph=True) of torch.compile(f)"
+    )
+    text = draft(plain, run_data(), "env")
+    assert "Side A runs `autograd.grad(create_graph=True)` eagerly, side B the same under torch.compile" in text
+    assert "backend='aot_eager', fullgraph=False, its backward under compiled autograd" in text
+    assert "through torch.func" not in text
 
 
 def test_a_broken_promise_is_labelled_silent() -> None:

@@ -111,15 +111,19 @@ class TargetReport:
     rules: dict[str, Verdict] = field(default_factory=dict)
     samples: dict[str, dict[str, Verdict]] = field(default_factory=dict)  # rule oracle -> sample -> verdict
     stacks: dict[str, dict[str, int]] = field(default_factory=dict)  # torch oracle -> verdict -> count
+    reasons: dict[str, dict[str, int]] = field(default_factory=dict)  # torch oracle -> why n/a, exp, a note -> count
     # torch oracle -> the finding key of each stack that disagreed (NOTE [check findings])
     found: dict[str, list[tuple[object, ...]]] = field(default_factory=dict)
     findings: list[CheckFinding] = field(default_factory=list)
     cases: int = 0
     seconds: float = 0.0
 
-    def count(self, oracle: str, verdict: str) -> None:
+    def count(self, oracle: str, verdict: str, reason: str = "") -> None:
         row = self.stacks.setdefault(oracle, {})
         row[verdict] = row.get(verdict, 0) + 1
+        if reason and verdict in ("expected", "not_applicable", *NOTES):  # why a stack was not compared
+            why = self.reasons.setdefault(oracle, {})
+            why[reason] = why.get(reason, 0) + 1
 
     def hints(self) -> list[str]:
         """What would make the Function check out better, in a line each."""
@@ -377,7 +381,7 @@ class Checker:
             report.cases += 1
             for oracle, v in self.stack(target, stack, report.rules).items():
                 both_raise = v.verdict == "consistent" and v.outcome is not None and not v.outcome.functorch.ok
-                report.count(oracle, "same_error" if both_raise else v.verdict)
+                report.count(oracle, "same_error" if both_raise else v.verdict, v.reason)
                 if v.finding:
                     f = CheckFinding("torch", self.case(target, stack, oracle), v)
                     report.found.setdefault(oracle, []).append(f.key)

@@ -242,6 +242,7 @@ def _entry(r: TargetReport, findings: list[dict[str, Any]]) -> dict[str, Any]:
         "rules": {o: {"verdict": v.verdict, "reason": v.reason} for o, v in r.rules.items()},
         "rule_samples": {o: {k: v.verdict for k, v in each.items()} for o, each in r.samples.items()},
         "stacks": r.stacks,
+        "stack_reasons": r.reasons,
         "findings": findings,
     }
 

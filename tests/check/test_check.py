@@ -67,6 +67,8 @@ def test_each_function_is_reported_as_what_it_is(three) -> None:
     # the wrong vmap rule: that rule's finding, and no torch finding that goes through it
     assert [(f["kind"], f["oracle"]) for f in center["findings"]] == [("function", "vmap_rule_vs_loop")]
     assert center["stacks"]["vmap_vs_loop"].get("not_applicable", 0) > 0
+    # and says why (check.json's stack_reasons: a table cell's n/a and exp, explained)
+    assert center["stack_reasons"]["vmap_vs_loop"]["rules disagree (vmap_rule_vs_loop)"] > 0
     for t in (cube, sin, center):
         assert all(f["reproduced"] for f in t["findings"])
         assert "compiled_vs_eager" not in t["stacks"]  # --compile-backend none

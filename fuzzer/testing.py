@@ -84,13 +84,11 @@ def assert_function_consistent(
     from dataclasses import replace
 
     from .check.engine import CHECK_COMPILE, KINDS, Checker
-    from .check.ops import callee_of
+    from .check.ops import callee_of, defined_in
     from .check.output import repro, stack_text
     from .check.targets import target_of
 
-    init = getattr(function, "_init_fn", None)  # a custom op: named after the function it decorates
-    module = init.__module__ if init is not None else function.__module__
-    name = init.__name__ if init is not None else function.__name__
+    module, name = defined_in(function)
     callee = callee_of(function, name, f"{module}:{name}")
     target = target_of(callee, module, inputs=inputs, inputs_from=inputs_from, not_derivative=tuple(not_derivative))
     compiled = replace(CHECK_COMPILE, backend=compile_backend) if compile_backend else None

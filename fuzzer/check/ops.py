@@ -47,6 +47,14 @@ def is_custom_op(obj: Any) -> bool:
     return cls is not None and isinstance(obj, cls)
 
 
+def defined_in(obj: Any) -> tuple[str, str]:
+    """(module, name) where a Function class or a custom op is defined: a ``CustomOpDef`` is named after
+    the function it decorates (its own ``__module__`` is torch's)."""
+    init = getattr(obj, "_init_fn", None) if is_custom_op(obj) else None
+    src = init if init is not None else obj
+    return str(getattr(src, "__module__", "")), str(getattr(src, "__name__", ""))
+
+
 @dataclass(frozen=True)
 class Callee:
     """A target's callable: ``obj.apply`` of a Function, or a custom op (``obj``: its ``CustomOpDef`` or

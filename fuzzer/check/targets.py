@@ -19,7 +19,7 @@ from ..codegen.parts import nested
 from ..ir.case import DTYPES
 from ..ir.target import NOT_DERIVATIVE, Arg, Target, TargetError
 from .inputs import TRIAL_SHAPES, VALUE_RANGES, draw, given_samples, parse_inputs
-from .ops import Callee, callee_of, custom_op_class, function_rules, is_custom_op, is_function, torch_op
+from .ops import Callee, callee_of, custom_op_class, defined_in, function_rules, is_custom_op, is_function, torch_op
 
 DB_MODULE = "torch.testing._internal.autograd_function_db"
 #: The class attribute by which a Function declares rules deliberately not its forward's derivative
@@ -86,8 +86,7 @@ def resolve(
     found = [
         callee_of(v, k, spec)
         for k, v in vars(mod).items()
-        if (is_function(v) and v.__module__ == mod.__name__)
-        or (is_custom_op(v) and getattr(v._init_fn, "__module__", None) == mod.__name__)
+        if (is_function(v) and v.__module__ == mod.__name__) or (is_custom_op(v) and defined_in(v)[0] == mod.__name__)
     ]
     if not found:
         raise TargetError(f"{spec}: no torch.autograd.Function subclass or custom op is defined in {module}")

@@ -216,23 +216,24 @@ def _callee(target: Target) -> str:
 def f_lines(target: Target, opcheck: bool = False) -> list[str]:
     """``f`` of the script; with ``opcheck``, also ``op`` and ``op_args`` (what ``opchecked`` checks)."""
     xs = [f"x{i}" for i in range(target.n_inputs)]
-    args, k = [], 0
+    args, plain, k = [], [], 0  # plain: the arguments as the op gets them, without f's clones
     for a in target.args:
         if a.kind == "tensor":
             args.append(f"{xs[k]}.clone()" if target.clone else xs[k])
+            plain.append(xs[k])
             k += 1
         else:
             args.append(_arg_expr(a))
+            plain.append(args[-1])
     call = f"{_callee(target)}({', '.join(args)})"
     head = f"def f({', '.join(xs)}):"
     if opcheck:
-        plain = ", ".join(a.replace(".clone()", "") for a in args)
         return [
             f"op = {_callee(target)}",
             "",
             "",
             f"def op_args({', '.join(xs)}):",
-            f"    return ({plain},)",
+            f"    return ({', '.join(plain)},)",
             "",
             "",
             *f_lines(target),
